@@ -1,0 +1,26 @@
+//! carver's hardware model.
+//!
+//! [`Arch`] is the one description of a GPU that the rest of carver reads. [`HardwareDb`] holds the
+//! descriptions shipped in `hardware-db/` (embedded in the binary) plus a user's own directory;
+//! [`CalibrationStore`] holds ceilings measured on real devices. Nothing here touches a GPU: live
+//! detection lives in `carver-gpu` and produces an [`Arch`] through [`Arch`]'s public fields.
+//!
+//! ```
+//! let db = carver_arch::HardwareDb::embedded().unwrap();
+//! let h100 = db.get("h100").unwrap();
+//! assert_eq!(h100.sm.count, 132);
+//! ```
+
+mod calibration;
+mod db;
+mod error;
+mod model;
+mod paths;
+mod validate;
+
+pub use calibration::{CALIBRATION_FORMAT, Calibration, CalibrationStore};
+pub use db::{HardwareDb, parse_arch};
+pub use error::ArchError;
+pub use model::*;
+pub use paths::{CACHE_DIR_ENV, HARDWARE_DB_ENV, cache_dir};
+pub use validate::{DERIVED_TOLERANCE, validate};

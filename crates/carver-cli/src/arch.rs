@@ -1,0 +1,172 @@
+//! `carver arch ...`: the hardware model, as the user sees it.
+
+use std::process::ExitCode;
+
+use carver_arch::{Arch, CalibrationStore, ComputeClass};
+use carver_schema::{ArchList, ArchReport, ArchSummary, SCHEMA_VERSION};
+use clap::{Args, Subcommand};
+
+use crate::Globals;
+use crate::output::{Format, print_json, table};
+
+#[derive(Debug, Subcommand)]
+pub enum ArchCommand {
+    /// List every GPU in the hardware database (shipped plus --hardware-db).
+    List(FormatArg),
+    /// Show one GPU's full model (with measured ceilings when calibrated).
+    Show {
+        /// Key, name or alias (`h100`, `a100-sxm4-80gb`, "NVIDIA H100 80GB HBM3").
+        name: String,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Query this machine's GPUs (CUDA driver and NVML) and match them to the database.
+    Detect(FormatArg),
+    /// Measure DRAM, L2 and shared-memory bandwidth and tensor-core throughput on this GPU and
+    /// store them (keyed by GPU UUID) so the model uses them from then on.
+    Calibrate {
+        /// CUDA device ordinal.
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct FormatArg {
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+pub fn run(cmd: ArchCommand, globals: &Globals) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ArchCommand::List(f) => list(globals, f.format),
+        ArchCommand::Show { name, format } => show(globals, &name, format.format),
+        ArchCommand::Detect(f) => crate::arch_live::detect(globals, f.format),
+        ArchCommand::Calibrate { device, format } => {
+            crate::arch_live::calibrate(globals, device, format.format)
+        }
+    }
+}
+
+fn list(globals: &Globals, format: Format) -> anyhow::Result<ExitCode> {
+    let db = globals.db()?;
+    let gpus: Vec<ArchSummary> = db.iter().map(ArchSummary::of).collect();
+    match format {
+        Format::Json => print_json(&ArchList {
+            schema_version: SCHEMA_VERSION,
+            gpus,
+        })?,
+        Format::Table => {
+            let rows: Vec<Vec<String>> = gpus
+                .iter()
+                .map(|g| {
+                    vec![
+                        g.key.clone(),
+                        g.name.clone(),
+                        format!("sm_{}", g.compute_capability.replace('.', "")),
+                        g.sm_count.to_string(),
+                        format!("{:.0}", g.dram_bandwidth_bytes_per_s / 1e9),
+                        format!("{:.0}", g.l2_size_bytes as f64 / 1048576.0),
+                        format!("{}", g.smem_per_block_optin_bytes),
+                        g.f16_tflops.map(|t| format!("{t:.0}")).unwrap_or("-".into()),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                table(
+                    &["KEY", "NAME", "ARCH", "SMS", "DRAM GB/s", "L2 MiB", "SMEM/BLOCK B", "F16 TFLOP/s"],
+                    &rows
+                )
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The database entry for `name`, with the newest stored calibration of that GPU applied.
+pub fn resolve_with_calibration(globals: &Globals, name: &str) -> anyhow::Result<Arch> {
+    let db = globals.db()?;
+    let mut arch = db.get(name)?.clone();
+    if let Ok(dir) = globals.cache_dir() {
+        arch.calibration = CalibrationStore::new(&dir).newest_for_key(arch.key());
+    }
+    Ok(arch)
+}
+
+fn show(globals: &Globals, name: &str, format: Format) -> anyhow::Result<ExitCode> {
+    let arch = resolve_with_calibration(globals, name)?;
+    match format {
+        Format::Json => print_json(&ArchReport {
+            schema_version: SCHEMA_VERSION,
+            arch,
+        })?,
+        Format::Table => print!("{}", describe(&arch)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A human-readable page about one GPU.
+pub fn describe(a: &Arch) -> String {
+    let est = |field: &str| if a.estimated.contains(field) { " (estimated)" } else { "" };
+    let mut rows: Vec<Vec<String>> = vec![
+        vec!["key".into(), a.gpu.key.clone()],
+        vec!["name".into(), a.gpu.name.clone()],
+        vec!["architecture".into(), format!("{} (compute capability {})", a.gpu.architecture, a.gpu.compute_capability)],
+        vec!["SMs".into(), format!("{} x {} tensor cores, warp {}", a.sm.count, a.sm.tensor_cores, a.sm.warp_size)],
+        vec!["SM clock".into(), format!("{:.0} MHz boost, {:.0} MHz sustained", a.sm.boost_clock_mhz, a.sm.sustained_clock_mhz)],
+        vec!["threads / blocks per SM".into(), format!("{} / {} (max {} per block)", a.sm.max_threads, a.sm.max_blocks, a.sm.max_threads_per_block)],
+        vec!["registers".into(), format!("{} per SM, {} per block, {} per thread, unit {}", a.registers.per_sm, a.registers.per_block, a.registers.per_thread_max, a.registers.allocation_unit)],
+        vec!["shared memory".into(), format!(
+            "{} B per SM; per block {} B default, {} B opt-in, {} B reserved; {} banks x {} B, {} B/clk/SM",
+            a.shared_memory.per_sm_bytes, a.shared_memory.per_block_default_bytes, a.shared_memory.per_block_optin_bytes,
+            a.shared_memory.reserved_per_block_bytes, a.shared_memory.banks, a.shared_memory.bank_width_bytes,
+            a.shared_memory.bytes_per_clock_per_sm)],
+        vec!["DRAM".into(), format!(
+            "{} {:.0} GiB, {} bit x {:.0} MHz, {:.2} TB/s{}",
+            a.memory.kind, a.memory.capacity_bytes as f64 / 1073741824.0, a.memory.bus_width_bits,
+            a.memory.memory_clock_mhz, a.memory.bandwidth_bytes_per_s / 1e12, est("memory.bandwidth_bytes_per_s"))],
+        vec!["transactions".into(), format!("{} B sector, {} B line", a.memory.sector_bytes, a.memory.line_bytes)],
+        vec!["L2".into(), format!("{:.1} MiB, {:.2} TB/s{}", a.l2.size_bytes as f64 / 1048576.0, a.l2.bandwidth_bytes_per_s / 1e12, est("l2.bandwidth_bytes_per_s"))],
+    ];
+    for ins in &a.tensor_instructions {
+        let ext = |e: carver_arch::Extent| match e {
+            carver_arch::Extent::Fixed(v) => v.to_string(),
+            carver_arch::Extent::Range(r) => format!("{}..{} step {}", r.min, r.max, r.step),
+        };
+        rows.push(vec![
+            format!("tensor {}", ins.family),
+            format!(
+                "m{} n{} k{} for {}",
+                ext(ins.m),
+                ext(ins.n),
+                ins.k,
+                ins.dtypes.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        ]);
+    }
+    for class in ComputeClass::ALL {
+        if let Some(p) = a.peak.get(&class) {
+            rows.push(vec![format!("peak {class}"), format!("{:.1} TFLOP/s dense", p.tflops)]);
+        }
+    }
+    if let Some(c) = &a.calibration {
+        let fmt_bw = |v: Option<f64>| v.map(|b| format!("{:.2} TB/s", b / 1e12)).unwrap_or("-".into());
+        rows.push(vec!["measured on".into(), format!("{} ({})", c.device_name, c.uuid)]);
+        rows.push(vec!["measured DRAM".into(), fmt_bw(c.dram_bandwidth_bytes_per_s)]);
+        rows.push(vec!["measured L2".into(), fmt_bw(c.l2_bandwidth_bytes_per_s)]);
+        rows.push(vec!["measured shared memory".into(), fmt_bw(c.smem_bandwidth_bytes_per_s)]);
+        for (class, t) in &c.peak_tflops {
+            rows.push(vec![format!("measured {class}"), format!("{t:.1} TFLOP/s")]);
+        }
+    }
+    if !a.estimated.is_empty() {
+        rows.push(vec!["estimated".into(), a.estimated.iter().cloned().collect::<Vec<_>>().join(", ")]);
+    }
+    for s in &a.gpu.sources {
+        rows.push(vec!["source".into(), s.clone()]);
+    }
+    table(&["FIELD", "VALUE"], &rows)
+}

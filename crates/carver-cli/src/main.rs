@@ -1,0 +1,81 @@
+//! The `carver` command. Thin: parses arguments, calls the libraries, prints.
+
+mod arch;
+mod arch_live;
+mod cache;
+mod output;
+mod recommend;
+mod tune;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "carver", version, about = "GPU matmul kernel configurations, recommended and proven")]
+struct Cli {
+    /// Directory of extra or overriding hardware description files (*.toml).
+    #[arg(long, global = true, env = "CARVER_HARDWARE_DB", value_name = "DIR")]
+    hardware_db: Option<PathBuf>,
+
+    /// Where calibrations and tuning results are kept (default: the user cache directory).
+    #[arg(long, global = true, env = "CARVER_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Inspect the hardware model: list, show, detect and calibrate GPUs.
+    #[command(subcommand)]
+    Arch(arch::ArchCommand),
+    /// Rank kernel configurations for a matmul with the cost model (no GPU needed).
+    Recommend(recommend::RecommendArgs),
+    /// Compile, verify and time the top candidates on this machine's GPU; cache the winner.
+    Tune(tune::TuneArgs),
+    /// Time one configuration (or the cached winner) against cuBLAS.
+    Bench(tune::BenchArgs),
+    /// Inspect, share and clear the tuning database.
+    #[command(subcommand)]
+    Cache(cache::CacheCommand),
+}
+
+/// What every subcommand may need from the global options.
+pub struct Globals {
+    pub hardware_db: Option<PathBuf>,
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Globals {
+    pub fn db(&self) -> anyhow::Result<carver_arch::HardwareDb> {
+        Ok(carver_arch::HardwareDb::load(self.hardware_db.as_deref())?)
+    }
+    pub fn cache_dir(&self) -> anyhow::Result<PathBuf> {
+        Ok(carver_arch::cache_dir(self.cache_dir.as_deref())?)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let globals = Globals {
+        hardware_db: cli.hardware_db,
+        cache_dir: cli.cache_dir,
+    };
+    let result = match cli.command {
+        Command::Arch(cmd) => arch::run(cmd, &globals),
+        Command::Recommend(args) => recommend::run(args, &globals),
+        Command::Tune(args) => tune::run_tune(args, &globals),
+        Command::Bench(args) => tune::run_bench(args, &globals),
+        Command::Cache(cmd) => cache::run(cmd, &globals),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! carver-gpu (placeholder while the workspace is set up)

@@ -1,0 +1,1 @@
+//! carver-tunedb (placeholder while the workspace is set up)

@@ -1,0 +1,1 @@
+//! carver (placeholder while the workspace is set up)
