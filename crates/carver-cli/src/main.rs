@@ -5,6 +5,7 @@ mod arch_live;
 mod cache;
 mod output;
 mod recommend;
+mod shapes;
 mod tune;
 
 use std::path::PathBuf;

@@ -11,8 +11,15 @@ pub use carver_arch::Arch;
 /// Version of every document below.
 pub const SCHEMA_VERSION: u32 = 1;
 
+mod prediction;
 mod recommend;
+mod tile;
+pub use prediction::*;
 pub use recommend::*;
+pub use tile::*;
+
+mod cache;
+pub use cache::*;
 
 /// `carver arch list --format json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

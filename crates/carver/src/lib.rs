@@ -1,1 +1,79 @@
-//! carver (placeholder while the workspace is set up)
+//! carver's recommender: matmul template, kernel families, Roller-style policy, cost model and
+//! ranking. Pure computation: no GPU, no I/O.
+//!
+//! ```
+//! use carver::{MatmulTemplate, Target, recommend_hints};
+//!
+//! let db = carver_arch::HardwareDb::embedded().unwrap();
+//! let h100 = db.get("h100").unwrap();
+//! let template = MatmulTemplate::new(4096, 4096, 4096).with_target(Target::Triton);
+//! let hints = recommend_hints(&template, h100, 8).unwrap();
+//! assert_eq!(hints.len(), 8);
+//! assert_eq!(hints[0].rank, 1);
+//! // The first hint is a `triton.Config` dict.
+//! assert!(hints[0].config["kwargs"]["BLOCK_SIZE_M"].is_u64());
+//! ```
+
+pub mod cost;
+pub mod dtype;
+mod error;
+pub mod policy;
+pub mod rank;
+pub mod target;
+pub mod template;
+
+use carver_arch::Arch;
+
+pub use carver_schema::{Bound, Breakdown, Hint, Prediction, Raster, RasterOrder, TileConfig};
+pub use dtype::{DType, Layout};
+pub use error::CarverError;
+pub use target::{KernelFamily, Target};
+pub use template::{MatmulTemplate, Problem};
+
+/// The `topk` best configurations of the template's target for `arch`, best first.
+pub fn recommend_hints(template: &MatmulTemplate, arch: &Arch, topk: usize) -> Result<Vec<Hint>, CarverError> {
+    if topk == 0 {
+        return Err(CarverError::ZeroTopk);
+    }
+    let problem = template.validate(arch)?;
+    let family = template.target.family();
+    let all = policy::candidates(family, &problem, arch);
+    if all.is_empty() {
+        return Err(CarverError::NoLegalConfig {
+            target: template.target.to_string(),
+            arch: arch.key().to_string(),
+            reason: "every configuration exceeds the shared memory, registers or threads of this GPU".into(),
+        });
+    }
+    Ok(rank::select(all, topk)
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| Hint {
+            rank: i + 1,
+            config: family.native(&c.tile),
+            tile: c.tile,
+            prediction: c.prediction,
+        })
+        .collect())
+}
+
+/// Prices one configuration given in the target's own parameter names (for checking a
+/// hand-written or another tool's config against the model).
+pub fn predict_native(
+    template: &MatmulTemplate,
+    arch: &Arch,
+    native: &serde_json::Value,
+) -> Result<(TileConfig, Prediction), CarverError> {
+    let problem = template.validate(arch)?;
+    let family = template.target.family();
+    let illegal = |reason: String| CarverError::NoLegalConfig {
+        target: template.target.to_string(),
+        arch: arch.key().to_string(),
+        reason,
+    };
+    let tile = family.parse_native(native, &problem, arch).map_err(illegal)?;
+    let res = target::check_config(family, &tile, &problem, arch).map_err(illegal)?;
+    let prediction = cost::predict(family, &problem, &tile, res, arch)
+        .ok_or_else(|| illegal("no block of this configuration fits on an SM".into()))?;
+    Ok((tile, prediction))
+}

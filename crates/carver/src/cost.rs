@@ -1,0 +1,325 @@
+//! The cost model: predicted time of one configuration on one arch.
+//!
+//! It works per SM and per main-loop iteration. In one iteration every resident block moves a
+//! `block_k` slice of A and B from L2 (some of it from DRAM) into shared memory, reads it back
+//! into the tensor cores and multiplies. The SM's time for that is the largest of what each
+//! resource needs (tensor cores, shared memory, its share of L2 and DRAM bandwidth) and the
+//! memory latency the pipeline's `stages - 1` loads in flight cannot hide. Blocks run in waves
+//! of `SMs x blocks_per_sm`; the last, partial wave runs with fewer blocks per SM and a larger
+//! share of bandwidth per active SM. DRAM traffic follows from the launch order: how many A and
+//! B panels a wave touches, and whether the L2 still holds them when they are needed again.
+//!
+//! Every constant here is a property of the hardware (latencies in cycles, how much of the L2
+//! one working set can use) or of the kernel family (how it reduces split-K), never of a shape.
+
+use carver_arch::{Arch, InstructionFamily};
+
+use carver_schema::TileConfig;
+use carver_schema::{Bound, Breakdown, Prediction};
+use crate::target::{KernelFamily, Resources, SplitKReduction};
+use crate::template::Problem;
+
+/// Latency of an L2 hit, in SM cycles (public microbenchmarks of Ampere and Hopper: 200-300).
+const L2_HIT_LATENCY_CYCLES: f64 = 270.0;
+/// Latency of a DRAM access under load, in SM cycles: about 600-800 idle on HBM parts, and
+/// more once queues fill near peak bandwidth.
+const DRAM_LATENCY_CYCLES: f64 = 1000.0;
+/// Cycles of each main-loop iteration no resource overlaps: the block-wide barrier, waiting on
+/// the stage's copy and the tensor-core group, and the loop's bookkeeping. Other resident
+/// blocks fill the gap.
+const ITERATION_SYNC_CYCLES: f64 = 120.0;
+/// Share of the L2 a streaming working set can count on: the L2 is split in two partitions
+/// and other lines (C, the other operand's stream) compete for it.
+const L2_USABLE_FRACTION: f64 = 0.5;
+/// Fixed cost of one kernel launch as a tuner measures it (back-to-back launches on a stream).
+const LAUNCH_OVERHEAD_US: f64 = 3.0;
+/// Extra cost of each dependent kernel a split-K reduction adds (memset, atomics drain, cast).
+const EXTRA_KERNEL_US: f64 = 4.0;
+/// Fraction of the dense tensor peak `mma.sync` reaches on a GPU whose native instruction is
+/// `wgmma` (Hopper runs the legacy warp-level path at about half rate).
+const MMA_SYNC_ON_WGMMA_ARCH: f64 = 0.5;
+/// Fraction of L2 bandwidth fp32 atomics (read-modify-write in the L2) achieve.
+const ATOMIC_L2_FRACTION: f64 = 0.5;
+
+/// The quantities of one configuration the model needs, derived once.
+struct Geometry {
+    tiles_m: u64,
+    tiles_n: u64,
+    /// Output tiles (all batches).
+    tiles: u64,
+    /// Blocks launched.
+    grid: u64,
+    /// Main-loop iterations per block.
+    iters: u64,
+    blocks_per_sm: u32,
+}
+
+/// Blocks of this configuration one SM holds at once (0 = does not fit).
+pub fn blocks_per_sm(config: &TileConfig, res: Resources, arch: &Arch) -> u32 {
+    let smem = arch.shared_memory.per_sm_bytes
+        / (res.smem_bytes + arch.shared_memory.reserved_per_block_bytes).max(1);
+    let unit = arch.registers.allocation_unit.max(1);
+    let regs_per_warp = (res.registers_per_thread * arch.sm.warp_size).div_ceil(unit) * unit;
+    let warps = config.threads() / arch.sm.warp_size;
+    let regs = arch.registers.per_sm / (regs_per_warp * warps).max(1);
+    let threads = arch.sm.max_threads / config.threads().max(1);
+    (smem as u32).min(regs).min(threads).min(arch.sm.max_blocks)
+}
+
+fn geometry(p: &Problem, c: &TileConfig, res: Resources, arch: &Arch) -> Geometry {
+    let tiles_m = p.m.div_ceil(u64::from(c.block_m));
+    let tiles_n = p.n.div_ceil(u64::from(c.block_n));
+    let tiles = tiles_m * tiles_n * p.batch;
+    let k_tiles = p.k.div_ceil(u64::from(c.block_k));
+    let iters = k_tiles.div_ceil(u64::from(c.split_k));
+    let blocks_per_sm = blocks_per_sm(c, res, arch);
+    let grid = if c.persistent {
+        (u64::from(arch.sm.count) * u64::from(blocks_per_sm)).min(tiles)
+    } else {
+        tiles * u64::from(c.split_k)
+    };
+    Geometry {
+        tiles_m,
+        tiles_n,
+        tiles,
+        grid,
+        iters,
+        blocks_per_sm,
+    }
+}
+
+/// Bytes of A and B the main loop pulls from DRAM, given the launch order and the L2.
+fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -> f64 {
+    let e = f64::from(p.in_bytes());
+    let (m, n, k, batch) = (p.m as f64, p.n as f64, p.k as f64, p.batch as f64);
+    let a_bytes = m * k * e * batch;
+    let b_bytes = k * n * e * batch;
+    let l2 = arch.l2.size_bytes as f64 * L2_USABLE_FRACTION;
+
+    // Output tiles in flight at once, and the band of tile rows x columns they cover: blocks
+    // walk `group` rows column by column, so a wave covers `rows` rows and `cols` columns.
+    let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm.max(1));
+    let per_batch = g.tiles_m * g.tiles_n;
+    let concurrent = slots.min(per_batch).max(1);
+    let group = u64::from(c.raster.group).clamp(1, g.tiles_m);
+    let rows = group.max(concurrent.div_ceil(g.tiles_n)).min(g.tiles_m);
+    let cols = concurrent.div_ceil(rows).min(g.tiles_n);
+
+    let a_panel = f64::from(c.block_m).min(m) * k * e;
+    let b_panel = f64::from(c.block_n).min(n) * k * e;
+    // B is read again by every band of rows unless all of B (plus the band's A) stays in L2.
+    let bands = g.tiles_m.div_ceil(rows) as f64;
+    let b_reads = if b_bytes / batch + rows as f64 * a_panel <= l2 { 1.0 } else { bands };
+    // A panels are reused across the waves that sweep a band unless one wave's B panels push
+    // them out of the L2 first.
+    let sweeps = g.tiles_n.div_ceil(cols) as f64;
+    let a_reads = if cols as f64 * b_panel + rows as f64 * a_panel <= l2 { 1.0 } else { sweeps };
+    a_bytes * a_reads + b_bytes * b_reads
+}
+
+/// Fraction of the arch's dense peak a block's tensor instructions reach.
+fn mma_efficiency(c: &TileConfig, arch: &Arch, resident_warps: u32) -> f64 {
+    let has_wgmma = arch
+        .tensor_instructions
+        .iter()
+        .any(|i| i.family == InstructionFamily::Wgmma);
+    match c.mma {
+        InstructionFamily::MmaSync => {
+            let per_sm = arch.sm.tensor_cores.max(1);
+            // Each SM sub-partition's tensor core needs a resident warp of its own.
+            let used = f64::from(resident_warps.min(per_sm)) / f64::from(per_sm);
+            used * if has_wgmma { MMA_SYNC_ON_WGMMA_ARCH } else { 1.0 }
+        }
+        InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => 1.0,
+    }
+}
+
+/// Per-SM times of one main-loop iteration of every resident block.
+struct IterationTimes {
+    compute: f64,
+    smem: f64,
+    l2: f64,
+    dram: f64,
+    latency: f64,
+}
+
+impl IterationTimes {
+    fn total(&self, sync: f64) -> f64 {
+        self.compute.max(self.smem).max(self.l2).max(self.dram).max(self.latency) + sync
+    }
+}
+
+/// Predicts the time of `config` for `problem` on `arch`.
+pub fn predict(
+    family: &dyn KernelFamily,
+    p: &Problem,
+    c: &TileConfig,
+    res: Resources,
+    arch: &Arch,
+) -> Option<Prediction> {
+    let g = geometry(p, c, res, arch);
+    if g.blocks_per_sm == 0 {
+        return None;
+    }
+    let sms = f64::from(arch.sm.count);
+    let clock = arch.sm.sustained_clock_mhz * 1e6;
+    let e = f64::from(p.in_bytes());
+    let eo = f64::from(p.c.bytes());
+    let (bm, bn, bk) = (f64::from(c.block_m), f64::from(c.block_n), f64::from(c.block_k));
+    let peak = arch.peak_flops(p.class)?;
+    let dram_bw = arch.dram_bandwidth();
+    let l2_bw = arch.l2_bandwidth();
+    let smem_bw_sm = arch.smem_bandwidth() / sms;
+
+    // Traffic.
+    let (m, n, k, batch) = (p.m as f64, p.n as f64, p.k as f64, p.batch as f64);
+    let dram_mainloop = mainloop_dram_bytes(p, c, &g, arch);
+    let l2_mainloop = (g.tiles_n as f64 * m * k + g.tiles_m as f64 * k * n) * e * batch;
+    let block_iters = (g.tiles * u64::from(c.split_k) * g.iters) as f64;
+    let l2_per_iter = l2_mainloop / block_iters;
+    let dram_per_iter = dram_mainloop / block_iters;
+    let hit = (1.0 - dram_mainloop / l2_mainloop).clamp(0.0, 1.0);
+    let latency = (hit * L2_HIT_LATENCY_CYCLES + (1.0 - hit) * DRAM_LATENCY_CYCLES) / clock;
+
+    // Shared memory: the fill, then every warp row / column re-reads its operand.
+    let (a_reads, b_reads) = match c.mma {
+        InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => {
+            (f64::from(c.warps_n), f64::from((c.warps_m / 4).max(1)))
+        }
+        InstructionFamily::MmaSync => (f64::from(c.warps_n), f64::from(c.warps_m)),
+    };
+    let smem_per_iter = (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e;
+    let flops_per_iter = 2.0 * bm * bn * bk;
+
+    let iteration = |resident: f64, active_sms: f64| -> IterationTimes {
+        let warps = (resident as u32) * c.compute_warps();
+        let tc_rate = peak / sms * mma_efficiency(c, arch, warps);
+        let stages_in_flight = f64::from(c.stages.max(2) - 1);
+        IterationTimes {
+            compute: resident * flops_per_iter / tc_rate,
+            smem: resident * smem_per_iter / smem_bw_sm,
+            l2: resident * l2_per_iter / (l2_bw / active_sms),
+            dram: resident * dram_per_iter / (dram_bw / active_sms),
+            latency: if c.stages <= 1 {
+                latency + resident * flops_per_iter / tc_rate
+            } else {
+                latency / stages_in_flight
+            },
+        }
+    };
+
+    // Epilogue: each block writes its tile (split-K: fp32 partials).
+    let epilogue_bytes_per_block = match (c.split_k > 1, family.split_k_reduction()) {
+        (false, _) => bm.min(m) * bn.min(n) * eo,
+        (true, _) => bm.min(m) * bn.min(n) * 4.0,
+    };
+    let epilogue_rate_sm = |active_sms: f64| match (c.split_k > 1, family.split_k_reduction()) {
+        (true, SplitKReduction::AtomicWorkspace) => l2_bw * ATOMIC_L2_FRACTION / active_sms,
+        _ => dram_bw / active_sms,
+    };
+    // Launch fill: the first stage's latency is exposed once per block.
+    let fill = latency;
+
+    // Waves: full waves at the configured occupancy, then the tail.
+    let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm);
+    let (full_waves, tail_blocks) = if c.persistent {
+        // A persistent grid walks tiles in rounds; the last round is partial.
+        let rounds = g.tiles.div_ceil(slots.min(g.tiles).max(1));
+        let tail = g.tiles - (rounds - 1) * slots.min(g.tiles);
+        (rounds - 1, tail)
+    } else {
+        (g.grid / slots, g.grid % slots)
+    };
+    let iters = g.iters as f64;
+    let mut totals = IterationTimes { compute: 0.0, smem: 0.0, l2: 0.0, dram: 0.0, latency: 0.0 };
+    let mut main = 0.0;
+    let mut epilogue = 0.0;
+    let mut add_wave = |resident: f64, active_sms: f64, count: f64| {
+        let it = iteration(resident, active_sms);
+        let epi = resident * epilogue_bytes_per_block / epilogue_rate_sm(active_sms);
+        let sync = ITERATION_SYNC_CYCLES / clock / resident;
+        main += count * (iters * it.total(sync) + fill);
+        epilogue += count * epi;
+        totals.compute += count * iters * it.compute;
+        totals.smem += count * iters * it.smem;
+        totals.l2 += count * iters * it.l2;
+        totals.dram += count * iters * it.dram;
+        totals.latency += count * (iters * (it.latency + sync) + fill);
+    };
+    if full_waves > 0 {
+        add_wave(f64::from(g.blocks_per_sm), sms, full_waves as f64);
+    }
+    if tail_blocks > 0 {
+        let resident = tail_blocks.div_ceil(u64::from(arch.sm.count)) as f64;
+        let active = (tail_blocks.min(u64::from(arch.sm.count))) as f64;
+        add_wave(resident, active, 1.0);
+    }
+
+    // Split-K reduction outside the main kernel.
+    let mn = m * n * batch;
+    let split_k_time = if c.split_k > 1 {
+        match family.split_k_reduction() {
+            // Zero the workspace, then cast it to the output type.
+            SplitKReduction::AtomicWorkspace => {
+                2.0 * EXTRA_KERNEL_US * 1e-6 + (mn * 4.0 + mn * 4.0 + mn * eo) / dram_bw
+            }
+            // Sum the per-split slices.
+            SplitKReduction::SeparateReduce => {
+                EXTRA_KERNEL_US * 1e-6 + (f64::from(c.split_k) * mn * 4.0 + mn * eo) / dram_bw
+            }
+        }
+    } else {
+        0.0
+    };
+
+    let overhead = LAUNCH_OVERHEAD_US * 1e-6;
+    let c_bytes = mn * if c.split_k > 1 { 0.0 } else { eo };
+    let dram_total = dram_mainloop + c_bytes;
+    let kernel = (main + epilogue).max(dram_total / dram_bw);
+    let time = overhead + kernel + split_k_time;
+
+    let bound = {
+        let candidates = [
+            (Bound::Compute, totals.compute),
+            (Bound::Smem, totals.smem),
+            (Bound::L2, totals.l2),
+            (Bound::Dram, totals.dram.max(dram_total / dram_bw)),
+            (Bound::Latency, totals.latency + overhead + split_k_time),
+        ];
+        candidates
+            .into_iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|x| x.0)
+            .unwrap_or(Bound::Compute)
+    };
+    let waves = g.grid as f64 / slots as f64;
+    let padded = (g.tiles_m * u64::from(c.block_m)) as f64
+        * (g.tiles_n * u64::from(c.block_n)) as f64
+        * (g.iters * u64::from(c.split_k) * u64::from(c.block_k)) as f64;
+    let us = 1e6;
+    Some(Prediction {
+        time_us: time * us,
+        tflops: p.flops() / time / 1e12,
+        bound,
+        smem_bytes: res.smem_bytes,
+        registers_per_thread: res.registers_per_thread,
+        threads: c.threads(),
+        blocks_per_sm: g.blocks_per_sm,
+        grid: g.grid,
+        waves,
+        breakdown: Breakdown {
+            compute_us: totals.compute * us,
+            smem_us: totals.smem * us,
+            l2_us: totals.l2 * us,
+            dram_us: totals.dram.max(dram_total / dram_bw) * us,
+            latency_us: totals.latency * us,
+            epilogue_us: epilogue * us,
+            split_k_us: split_k_time * us,
+            overhead_us: overhead * us,
+            dram_bytes: dram_total,
+            l2_bytes: l2_mainloop,
+            wave_efficiency: if waves > 0.0 { waves / waves.ceil() } else { 1.0 },
+            padding_efficiency: (m * n * k) / padded,
+        },
+    })
+}

@@ -1,0 +1,31 @@
+use thiserror::Error;
+
+/// Why a recommendation could not be made.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum CarverError {
+    #[error("invalid problem size: {0}")]
+    InvalidShape(String),
+
+    #[error("{dtype} is not supported by {arch}: {reason}")]
+    UnsupportedDtype {
+        dtype: String,
+        arch: String,
+        reason: String,
+    },
+
+    #[error("target `{target}` cannot run this problem: {reason}")]
+    UnsupportedByTarget { target: String, reason: String },
+
+    #[error("unknown target `{0}` (accepted: triton, tilelang, cuda-sm90, generic)")]
+    UnknownTarget(String),
+
+    #[error("--topk must be at least 1")]
+    ZeroTopk,
+
+    #[error("no legal configuration of target `{target}` fits {arch} for this problem: {reason}")]
+    NoLegalConfig {
+        target: String,
+        arch: String,
+        reason: String,
+    },
+}

@@ -1,0 +1,133 @@
+//! The policy: which configurations of a family are worth pricing for a problem.
+//!
+//! Roller's idea, applied to a family's legal space: tiles aligned to the tensor instruction and
+//! to whole 128-byte rows, no tile larger than the problem needs (a bigger one only adds padding),
+//! a bound on padding waste, split-K only when the tiles cannot fill the SMs, launch-order
+//! groups only when there is more than one tile row, and for every remaining structure the
+//! pipeline depth the cost model prefers. What is left is a few hundred points, each priced.
+
+use carver_arch::Arch;
+
+use carver_schema::{Raster, RasterOrder, TileConfig};
+use crate::cost::predict;
+use carver_schema::Prediction;
+use crate::target::{KernelFamily, check_config};
+use crate::template::Problem;
+
+/// Largest fraction of a padded tile grid that may be padding (unless no tile does better).
+pub const MAX_PADDING_WASTE: f64 = 0.5;
+
+/// A priced configuration.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub tile: TileConfig,
+    pub prediction: Prediction,
+}
+
+/// Block sizes along one dimension of extent `dim`: no size beyond the smallest that covers the
+/// dimension, and none whose padding exceeds [`MAX_PADDING_WASTE`].
+fn useful_sizes(sizes: &[u32], dim: u64) -> Vec<u32> {
+    let mut sorted = sizes.to_vec();
+    sorted.sort_unstable();
+    let cover = sorted.iter().copied().find(|&s| u64::from(s) >= dim);
+    let waste = |s: u32| {
+        let padded = dim.div_ceil(u64::from(s)) * u64::from(s);
+        (padded - dim) as f64 / padded as f64
+    };
+    let smallest_waste = sorted.iter().map(|&s| waste(s)).fold(f64::INFINITY, f64::min);
+    sorted
+        .into_iter()
+        .filter(|&s| cover.is_none_or(|c| s <= c))
+        .filter(|&s| waste(s) <= MAX_PADDING_WASTE.max(smallest_waste))
+        .collect()
+}
+
+/// Every configuration the policy keeps, priced, in no particular order.
+pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Candidate> {
+    let [bms, bns, bks] = family.block_sizes(p, arch);
+    let bms = useful_sizes(&bms, p.m);
+    let bns = useful_sizes(&bns, p.n);
+    let bks = useful_sizes(&bks, p.k);
+    let (stage_lo, stage_hi) = family.stage_range();
+    let sms = u64::from(arch.sm.count);
+    let mut out = Vec::new();
+
+    for &bm in &bms {
+        let tiles_m = p.m.div_ceil(u64::from(bm));
+        for &bn in &bns {
+            let tiles = tiles_m * p.n.div_ceil(u64::from(bn)) * p.batch;
+            for layout in family.warp_layouts(bm, bn, p, arch) {
+                for &bk in &bks {
+                    let k_tiles = p.k.div_ceil(u64::from(bk));
+                    for &split in family.split_ks() {
+                        // Split K only when the tiles alone leave SMs idle, and keep at
+                        // least two iterations per split so the pipeline has work.
+                        if split > 1 && (tiles >= 2 * sms || k_tiles < 2 * u64::from(split)) {
+                            continue;
+                        }
+                        let mut groups: Vec<u32> = family
+                            .groups()
+                            .iter()
+                            .map(|&g| u64::from(g).min(tiles_m) as u32)
+                            .collect();
+                        groups.dedup();
+                        for &group in &groups {
+                            for &(cluster_m, cluster_n) in family.clusters() {
+                                for &persistent in family.persistence() {
+                                    let base = TileConfig {
+                                        block_m: bm,
+                                        block_n: bn,
+                                        block_k: bk,
+                                        warps_m: layout.warps_m,
+                                        warps_n: layout.warps_n,
+                                        producer_warps: layout.producer_warps,
+                                        stages: stage_lo,
+                                        raster: Raster { order: RasterOrder::GroupedRows, group },
+                                        split_k: split,
+                                        cluster_m,
+                                        cluster_n,
+                                        persistent,
+                                        mma: layout.mma,
+                                    };
+                                    if let Some(best) = best_stages(family, p, arch, base, stage_lo, stage_hi) {
+                                        out.push(best);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The pipeline depth the model prefers for one structure (fewest stages among equals).
+fn best_stages(
+    family: &dyn KernelFamily,
+    p: &Problem,
+    arch: &Arch,
+    base: TileConfig,
+    lo: u32,
+    hi: u32,
+) -> Option<Candidate> {
+    let mut best: Option<Candidate> = None;
+    for stages in lo..=hi {
+        let tile = TileConfig { stages, ..base };
+        let Ok(res) = check_config(family, &tile, p, arch) else {
+            // More stages only need more shared memory: stop once one does not fit.
+            if family.resources(&tile, p).smem_bytes > arch.shared_memory.per_block_optin_bytes {
+                break;
+            }
+            continue;
+        };
+        let Some(prediction) = predict(family, p, &tile, res, arch) else { continue };
+        // Prefer fewer stages unless more are clearly faster (1%): deeper pipelines cost
+        // occupancy and compile time for nothing when latency is already hidden.
+        if best.as_ref().is_none_or(|b| prediction.time_us < b.prediction.time_us * 0.99) {
+            best = Some(Candidate { tile, prediction });
+        }
+    }
+    best
+}

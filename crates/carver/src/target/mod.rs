@@ -1,0 +1,258 @@
+//! Kernel families ("targets"). Each owns its legal configuration space, its resource use and its
+//! native parameter names; the policy walks the space and the cost model prices each point.
+
+mod generic;
+mod sm90;
+mod tilelang;
+mod triton;
+
+use std::fmt;
+use std::str::FromStr;
+
+use carver_arch::{Arch, InstructionFamily};
+use serde::{Deserialize, Serialize};
+
+use carver_schema::TileConfig;
+use crate::error::CarverError;
+use crate::template::Problem;
+
+pub use generic::GenericFamily;
+pub use sm90::{Sm90Family, Sm90Params};
+pub use tilelang::TileLangFamily;
+pub use triton::TritonFamily;
+
+/// Which kernel family hints are produced for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Target {
+    /// `triton.Config` dicts for a tiled Triton matmul with grouped order and split-K.
+    Triton,
+    /// TileLang autotune dicts (`block_M`, `block_N`, `block_K`, `num_stages`, `thread_num`,
+    /// `enable_rasteration`).
+    #[serde(rename = "tilelang")]
+    TileLang,
+    /// carver's own Hopper family (TMA + wgmma, warp-specialized).
+    CudaSm90,
+    /// Family-neutral hints for any other tuner.
+    #[default]
+    Generic,
+}
+
+impl Target {
+    pub const ALL: [Target; 4] = [Self::Triton, Self::TileLang, Self::CudaSm90, Self::Generic];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Triton => "triton",
+            Self::TileLang => "tilelang",
+            Self::CudaSm90 => "cuda-sm90",
+            Self::Generic => "generic",
+        }
+    }
+
+    pub fn family(self) -> &'static dyn KernelFamily {
+        match self {
+            Self::Triton => &TritonFamily,
+            Self::TileLang => &TileLangFamily,
+            Self::CudaSm90 => &Sm90Family,
+            Self::Generic => &GenericFamily,
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Target {
+    type Err = CarverError;
+    fn from_str(s: &str) -> Result<Self, CarverError> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| CarverError::UnknownTarget(s.to_string()))
+    }
+}
+
+/// How a block's warps are arranged and which tensor instruction they issue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarpLayout {
+    pub warps_m: u32,
+    pub warps_n: u32,
+    pub producer_warps: u32,
+    pub mma: InstructionFamily,
+}
+
+/// How global memory reaches shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoadPath {
+    /// Per-thread asynchronous copies (`cp.async`), issued by the compute warps.
+    CpAsync,
+    /// The Tensor Memory Accelerator, issued by one thread of a producer warp.
+    Tma,
+}
+
+/// How partial sums of a split-K launch are combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SplitKReduction {
+    /// fp32 atomic adds into a zeroed workspace, then a cast kernel: two extra launches.
+    AtomicWorkspace,
+    /// Each split writes its own fp32 slice; a second kernel sums the slices.
+    SeparateReduce,
+}
+
+/// Resource use of one configuration, as the compiler would allocate it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resources {
+    pub smem_bytes: u64,
+    pub registers_per_thread: u32,
+}
+
+/// What a kernel family is: its space, its rules, its resource use and its native format.
+pub trait KernelFamily: Sync {
+    fn target(&self) -> Target;
+
+    /// Rejects problems the family cannot run at all on this arch (dtype, layout, alignment).
+    fn check_problem(&self, problem: &Problem, arch: &Arch) -> Result<(), CarverError>;
+
+    /// Candidate block sizes along M, N and K.
+    fn block_sizes(&self, problem: &Problem, arch: &Arch) -> [Vec<u32>; 3];
+
+    /// Warp arrangements for a block tile.
+    fn warp_layouts(&self, block_m: u32, block_n: u32, problem: &Problem, arch: &Arch) -> Vec<WarpLayout>;
+
+    /// Pipeline depths the family can express.
+    fn stage_range(&self) -> (u32, u32);
+
+    /// Launch-order group sizes.
+    fn groups(&self) -> &'static [u32];
+
+    /// Split-K factors (1 = no split).
+    fn split_ks(&self) -> &'static [u32];
+
+    /// Cluster shapes (m, n) and persistence options.
+    fn clusters(&self) -> &'static [(u32, u32)] {
+        &[(1, 1)]
+    }
+    fn persistence(&self) -> &'static [bool] {
+        &[false]
+    }
+
+    fn load_path(&self, arch: &Arch) -> LoadPath;
+    fn split_k_reduction(&self) -> SplitKReduction;
+
+    /// Shared memory and registers a configuration needs.
+    fn resources(&self, config: &TileConfig, problem: &Problem) -> Resources;
+
+    /// Family-specific legality beyond the hardware limits checked by [`check_fits`].
+    fn check_rules(&self, config: &TileConfig, problem: &Problem, arch: &Arch) -> Result<(), String>;
+
+    /// The configuration in the family's own parameter names.
+    fn native(&self, config: &TileConfig) -> serde_json::Value;
+
+    /// Parses the family's own parameter dict back into a configuration.
+    fn parse_native(&self, value: &serde_json::Value, problem: &Problem, arch: &Arch) -> Result<TileConfig, String>;
+}
+
+/// Whether a configuration is legal: family rules plus the arch's hardware limits.
+pub fn check_config(
+    family: &dyn KernelFamily,
+    config: &TileConfig,
+    problem: &Problem,
+    arch: &Arch,
+) -> Result<Resources, String> {
+    family.check_rules(config, problem, arch)?;
+    let res = family.resources(config, problem);
+    check_fits(config, res, arch)?;
+    Ok(res)
+}
+
+/// Hardware limits every family shares: shared memory, registers, threads.
+pub fn check_fits(config: &TileConfig, res: Resources, arch: &Arch) -> Result<(), String> {
+    if res.smem_bytes > arch.shared_memory.per_block_optin_bytes {
+        return Err(format!(
+            "needs {} B of shared memory; {} allows {} B per block",
+            res.smem_bytes, arch.gpu.key, arch.shared_memory.per_block_optin_bytes
+        ));
+    }
+    if res.registers_per_thread > arch.registers.per_thread_max {
+        return Err(format!(
+            "needs about {} registers per thread; at most {} exist (the compiler would spill)",
+            res.registers_per_thread, arch.registers.per_thread_max
+        ));
+    }
+    let threads = config.threads();
+    if threads > arch.sm.max_threads_per_block {
+        return Err(format!("{threads} threads exceed {} per block", arch.sm.max_threads_per_block));
+    }
+    let regs_block = u64::from(res.registers_per_thread) * u64::from(threads);
+    if regs_block > u64::from(arch.registers.per_block) {
+        return Err(format!(
+            "{regs_block} registers per block exceed {}",
+            arch.registers.per_block
+        ));
+    }
+    Ok(())
+}
+
+/// The tensor instruction family a block uses, given what the arch offers: `wgmma` when the
+/// arch has it for this class and the layout allows it, else `mma.sync`.
+pub(crate) fn pick_mma(arch: &Arch, problem: &Problem, wgmma_possible: bool) -> Option<InstructionFamily> {
+    let families: Vec<InstructionFamily> = arch.instructions_for(problem.class).map(|i| i.family).collect();
+    if wgmma_possible && families.contains(&InstructionFamily::Wgmma) {
+        Some(InstructionFamily::Wgmma)
+    } else if families.contains(&InstructionFamily::MmaSync) {
+        Some(InstructionFamily::MmaSync)
+    } else {
+        families.first().copied()
+    }
+}
+
+/// Accumulator registers per compute thread.
+pub(crate) fn accumulator_registers(config: &TileConfig, problem: &Problem) -> u32 {
+    let acc_words = if problem.acc.bytes() == 2 { 0.5 } else { 1.0 };
+    let per_thread = f64::from(config.block_m) * f64::from(config.block_n)
+        / f64::from(32 * config.compute_warps());
+    (per_thread * acc_words).ceil() as u32
+}
+
+/// Reads an unsigned integer field of a native config dict.
+pub(crate) fn field_u32(v: &serde_json::Value, key: &str) -> Result<u32, String> {
+    v.get(key)
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|x| u32::try_from(x).ok())
+        .ok_or_else(|| format!("missing or non-integer `{key}`"))
+}
+
+/// Triton-style warp arrangement for `mma.sync`: double the warps along whichever dimension
+/// leaves each warp the larger extent, so warp tiles stay square-ish (more operand reuse).
+pub(crate) fn mma_sync_warps(block_m: u32, block_n: u32, warps: u32) -> (u32, u32) {
+    let (mut wm, mut wn) = (1u32, 1u32);
+    while wm * wn < warps {
+        let per_m = block_m / wm;
+        let per_n = block_n / wn;
+        if per_m >= per_n && per_m >= 32 {
+            wm *= 2;
+        } else if per_n >= 16 {
+            wn *= 2;
+        } else if per_m >= 32 {
+            wm *= 2;
+        } else {
+            // Tile too small for more warps: they would duplicate work.
+            break;
+        }
+    }
+    (wm, wn)
+}
+
+/// `wgmma` arrangement: warpgroups of 4 warps each own 64-row slabs; extra warpgroups split N
+/// once M is covered.
+pub(crate) fn wgmma_warps(block_m: u32, warps: u32) -> (u32, u32) {
+    let groups = warps / 4;
+    let groups_m = (block_m / 64).clamp(1, groups);
+    (4 * groups_m, groups / groups_m)
+}

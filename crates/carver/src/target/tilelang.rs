@@ -1,0 +1,142 @@
+//! TileLang's GEMM template as its autotuner sees it: `block_M`, `block_N`, `block_K`,
+//! `num_stages`, `thread_num`, `enable_rasteration`.
+
+use carver_arch::{Arch, InstructionFamily};
+use serde_json::json;
+
+use super::{
+    KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
+    field_u32, mma_sync_warps, pick_mma, wgmma_warps,
+};
+use carver_schema::{Raster, RasterOrder, TileConfig};
+use crate::error::CarverError;
+use crate::template::Problem;
+
+pub struct TileLangFamily;
+
+/// Tile rows per group when `enable_rasteration` is on (TileLang's default swizzle panel).
+pub const RASTER_PANEL: u32 = 10;
+
+const BLOCKS: [u32; 5] = [16, 32, 64, 128, 256];
+const THREADS: [u32; 2] = [128, 256];
+
+impl TileLangFamily {
+    fn layout(&self, block_m: u32, block_n: u32, threads: u32, problem: &Problem, arch: &Arch) -> Option<WarpLayout> {
+        let warps = threads / 32;
+        let mma = pick_mma(arch, problem, block_m >= 64 && block_m % 64 == 0)?;
+        let (warps_m, warps_n) = match mma {
+            InstructionFamily::Wgmma => wgmma_warps(block_m, warps),
+            _ => mma_sync_warps(block_m, block_n, warps),
+        };
+        (warps_m * warps_n == warps).then_some(WarpLayout {
+            warps_m,
+            warps_n,
+            producer_warps: 0,
+            mma,
+        })
+    }
+}
+
+impl KernelFamily for TileLangFamily {
+    fn target(&self) -> Target {
+        Target::TileLang
+    }
+
+    fn check_problem(&self, _problem: &Problem, _arch: &Arch) -> Result<(), CarverError> {
+        Ok(())
+    }
+
+    fn block_sizes(&self, problem: &Problem, _arch: &Arch) -> [Vec<u32>; 3] {
+        let min_k = (32 / problem.in_bytes()).max(16);
+        let ks = [32, 64, 128].into_iter().filter(|&k| k >= min_k).collect();
+        [BLOCKS.to_vec(), BLOCKS.to_vec(), ks]
+    }
+
+    fn warp_layouts(&self, block_m: u32, block_n: u32, problem: &Problem, arch: &Arch) -> Vec<WarpLayout> {
+        THREADS
+            .iter()
+            .filter(|&&t| (t / 32) * 256 <= block_m * block_n)
+            .filter_map(|&t| self.layout(block_m, block_n, t, problem, arch))
+            .collect()
+    }
+
+    fn stage_range(&self) -> (u32, u32) {
+        (1, 4)
+    }
+
+    fn groups(&self) -> &'static [u32] {
+        &[1, RASTER_PANEL]
+    }
+
+    fn split_ks(&self) -> &'static [u32] {
+        &[1]
+    }
+
+    fn load_path(&self, arch: &Arch) -> LoadPath {
+        if arch.gpu.compute_capability.major >= 9 { LoadPath::Tma } else { LoadPath::CpAsync }
+    }
+
+    fn split_k_reduction(&self) -> SplitKReduction {
+        SplitKReduction::SeparateReduce
+    }
+
+    fn resources(&self, c: &TileConfig, problem: &Problem) -> Resources {
+        let e = u64::from(problem.in_bytes());
+        let pipeline = u64::from(c.stages.max(1)) * u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e;
+        Resources {
+            smem_bytes: pipeline,
+            registers_per_thread: accumulator_registers(c, problem) + 40,
+        }
+    }
+
+    fn check_rules(&self, c: &TileConfig, _problem: &Problem, _arch: &Arch) -> Result<(), String> {
+        if !THREADS.contains(&c.threads()) {
+            return Err(format!("thread_num = {}; accepted: 128, 256", c.threads()));
+        }
+        if c.block_m % 16 != 0 || c.block_n % 16 != 0 || c.block_k % 16 != 0 {
+            return Err("block sizes must be multiples of 16".into());
+        }
+        if c.split_k != 1 || c.cluster_m * c.cluster_n != 1 || c.persistent {
+            return Err("the TileLang GEMM template has no split-K, clusters or persistence".into());
+        }
+        Ok(())
+    }
+
+    fn native(&self, c: &TileConfig) -> serde_json::Value {
+        json!({
+            "block_M": c.block_m,
+            "block_N": c.block_n,
+            "block_K": c.block_k,
+            "num_stages": c.stages,
+            "thread_num": c.threads(),
+            "enable_rasteration": c.raster.group > 1,
+        })
+    }
+
+    fn parse_native(&self, v: &serde_json::Value, problem: &Problem, arch: &Arch) -> Result<TileConfig, String> {
+        let (block_m, block_n) = (field_u32(v, "block_M")?, field_u32(v, "block_N")?);
+        let threads = field_u32(v, "thread_num")?;
+        let layout = self
+            .layout(block_m, block_n, threads, problem, arch)
+            .ok_or_else(|| format!("thread_num = {threads} cannot tile a {block_m} x {block_n} block"))?;
+        let raster = v.get("enable_rasteration").and_then(serde_json::Value::as_bool).unwrap_or(false);
+        Ok(TileConfig {
+            block_m,
+            block_n,
+            block_k: field_u32(v, "block_K")?,
+            warps_m: layout.warps_m,
+            warps_n: layout.warps_n,
+            producer_warps: 0,
+            stages: field_u32(v, "num_stages")?,
+            raster: Raster {
+                order: RasterOrder::GroupedRows,
+                group: if raster { RASTER_PANEL } else { 1 },
+            },
+            split_k: 1,
+            cluster_m: 1,
+            cluster_n: 1,
+            persistent: false,
+            mma: layout.mma,
+        })
+    }
+}

@@ -1,0 +1,177 @@
+//! Triton's tiled matmul: `BLOCK_SIZE_M/N/K`, `GROUP_SIZE_M`, `SPLIT_K`, `num_warps`,
+//! `num_stages`. Powers of two of at least 16 for blocks, as `tl.dot` and `tl.arange` require.
+
+use carver_arch::{Arch, InstructionFamily};
+use serde_json::json;
+
+use super::{
+    KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
+    field_u32, mma_sync_warps, pick_mma, wgmma_warps,
+};
+use carver_schema::{Raster, RasterOrder, TileConfig};
+use crate::dtype::DType;
+use crate::error::CarverError;
+use crate::template::Problem;
+
+pub struct TritonFamily;
+
+const BLOCKS: [u32; 5] = [16, 32, 64, 128, 256];
+const WARPS: [u32; 3] = [2, 4, 8];
+
+impl TritonFamily {
+    fn layout(&self, block_m: u32, block_n: u32, warps: u32, problem: &Problem, arch: &Arch) -> Option<WarpLayout> {
+        // Triton on sm_90 emits wgmma (MMAv3) when a warpgroup can own 64 rows.
+        let wgmma_ok = block_m >= 64 && warps % 4 == 0 && block_n >= 16;
+        let mma = pick_mma(arch, problem, wgmma_ok)?;
+        let (warps_m, warps_n) = match mma {
+            InstructionFamily::Wgmma => wgmma_warps(block_m, warps),
+            _ => mma_sync_warps(block_m, block_n, warps),
+        };
+        (warps_m * warps_n == warps).then_some(WarpLayout {
+            warps_m,
+            warps_n,
+            producer_warps: 0,
+            mma,
+        })
+    }
+}
+
+impl KernelFamily for TritonFamily {
+    fn target(&self) -> Target {
+        Target::Triton
+    }
+
+    fn check_problem(&self, problem: &Problem, _arch: &Arch) -> Result<(), CarverError> {
+        if problem.acc == DType::F16 {
+            return Err(CarverError::UnsupportedByTarget {
+                target: "triton".into(),
+                reason: "this kernel accumulates in f32 (or i32 for i8); f16 accumulation is not offered".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn block_sizes(&self, problem: &Problem, _arch: &Arch) -> [Vec<u32>; 3] {
+        // tl.dot needs K blocks of at least 16 elements and 32 bytes.
+        let min_k = (32 / problem.in_bytes()).max(16);
+        let ks = BLOCKS.iter().copied().filter(|&k| k >= min_k && k <= 128).collect();
+        [BLOCKS.to_vec(), BLOCKS.to_vec(), ks]
+    }
+
+    fn warp_layouts(&self, block_m: u32, block_n: u32, problem: &Problem, arch: &Arch) -> Vec<WarpLayout> {
+        WARPS
+            .iter()
+            .filter(|&&w| w * 256 <= block_m * block_n)
+            .filter_map(|&w| self.layout(block_m, block_n, w, problem, arch))
+            .collect()
+    }
+
+    fn stage_range(&self) -> (u32, u32) {
+        (2, 6)
+    }
+
+    fn groups(&self) -> &'static [u32] {
+        &[1, 8]
+    }
+
+    fn split_ks(&self) -> &'static [u32] {
+        &[1, 2, 4, 8, 16]
+    }
+
+    fn load_path(&self, _arch: &Arch) -> LoadPath {
+        LoadPath::CpAsync
+    }
+
+    fn split_k_reduction(&self) -> SplitKReduction {
+        SplitKReduction::AtomicWorkspace
+    }
+
+    fn resources(&self, c: &TileConfig, problem: &Problem) -> Resources {
+        let e = u64::from(problem.in_bytes());
+        let pipeline = u64::from(c.stages.max(1)) * u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e;
+        // The epilogue converts the accumulator layout through shared memory, reusing the
+        // pipeline buffers once the main loop is done.
+        let epilogue = u64::from(c.block_m) * u64::from(c.block_n) * u64::from(problem.c.bytes());
+        let threads = c.threads();
+        // Each thread keeps a 64-bit pointer per 16-byte vector it loads per stage.
+        let vectors = (u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e).div_ceil(16);
+        let load_regs = (2 * vectors.div_ceil(u64::from(threads))).min(64) as u32;
+        let operand_regs = match c.mma {
+            InstructionFamily::MmaSync => {
+                let (wm, wn) = c.warp_tile();
+                // A and B fragments for one k16 step, double-buffered.
+                (wm + wn) / 2
+            }
+            _ => 0,
+        };
+        Resources {
+            smem_bytes: pipeline.max(epilogue),
+            registers_per_thread: accumulator_registers(c, problem) + 24 + load_regs + operand_regs,
+        }
+    }
+
+    fn check_rules(&self, c: &TileConfig, problem: &Problem, _arch: &Arch) -> Result<(), String> {
+        for (name, v) in [("BLOCK_SIZE_M", c.block_m), ("BLOCK_SIZE_N", c.block_n), ("BLOCK_SIZE_K", c.block_k)] {
+            if v < 16 || !v.is_power_of_two() {
+                return Err(format!("{name} = {v}; Triton needs a power of two of at least 16"));
+            }
+        }
+        if !c.compute_warps().is_power_of_two() || c.producer_warps != 0 {
+            return Err("num_warps must be a power of two".into());
+        }
+        if c.stages == 0 {
+            return Err("num_stages must be at least 1".into());
+        }
+        if c.cluster_m * c.cluster_n != 1 || c.persistent {
+            return Err("this Triton kernel has no clusters and is not persistent".into());
+        }
+        if c.split_k == 0 || u64::from(c.split_k) > problem.k.div_ceil(u64::from(c.block_k)) {
+            return Err(format!("SPLIT_K = {} leaves some splits without K blocks", c.split_k));
+        }
+        if c.raster.group == 0 {
+            return Err("GROUP_SIZE_M must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    fn native(&self, c: &TileConfig) -> serde_json::Value {
+        json!({
+            "kwargs": {
+                "BLOCK_SIZE_M": c.block_m,
+                "BLOCK_SIZE_N": c.block_n,
+                "BLOCK_SIZE_K": c.block_k,
+                "GROUP_SIZE_M": c.raster.group,
+                "SPLIT_K": c.split_k,
+            },
+            "num_warps": c.compute_warps(),
+            "num_stages": c.stages,
+        })
+    }
+
+    fn parse_native(&self, v: &serde_json::Value, problem: &Problem, arch: &Arch) -> Result<TileConfig, String> {
+        let kw = v.get("kwargs").ok_or("missing `kwargs`")?;
+        let (block_m, block_n) = (field_u32(kw, "BLOCK_SIZE_M")?, field_u32(kw, "BLOCK_SIZE_N")?);
+        let warps = field_u32(v, "num_warps")?;
+        let layout = self
+            .layout(block_m, block_n, warps, problem, arch)
+            .ok_or_else(|| format!("num_warps = {warps} cannot tile a {block_m} x {block_n} block"))?;
+        Ok(TileConfig {
+            block_m,
+            block_n,
+            block_k: field_u32(kw, "BLOCK_SIZE_K")?,
+            warps_m: layout.warps_m,
+            warps_n: layout.warps_n,
+            producer_warps: 0,
+            stages: field_u32(v, "num_stages")?,
+            raster: Raster {
+                order: RasterOrder::GroupedRows,
+                group: field_u32(kw, "GROUP_SIZE_M").unwrap_or(1),
+            },
+            split_k: field_u32(kw, "SPLIT_K").unwrap_or(1),
+            cluster_m: 1,
+            cluster_n: 1,
+            persistent: false,
+            mma: layout.mma,
+        })
+    }
+}
