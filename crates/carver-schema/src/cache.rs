@@ -1,0 +1,201 @@
+//! Tuning results: the records the tuning database keeps (and exports as JSON Lines), and the
+//! documents of `carver cache ... --format json`.
+//!
+//! Times are in seconds. Kernel configurations are opaque JSON: each target family has its own
+//! native dictionary (a Triton config is `{"kwargs": {...}, "num_warps": 8, "num_stages": 3}`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The GPU a result was measured on. A driver upgrade gives a new key: its timings may differ.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DeviceKey {
+    /// Marketing name as the driver reports it, e.g. `NVIDIA H100 80GB HBM3`.
+    pub name: String,
+    /// The driver's UUID of this physical GPU, e.g. `GPU-5e0c...`.
+    pub uuid: String,
+    pub driver_version: String,
+}
+
+/// The matmul that was tuned: `C[batch, M, N] = A[batch, M, K] * B[batch, K, N]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TuneProblem {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub batch: u64,
+    pub dtype_a: String,
+    pub dtype_b: String,
+    pub dtype_c: String,
+    /// The accumulator's type, e.g. `f32` for an f16 GEMM.
+    pub dtype_acc: String,
+    /// Memory layout of A, e.g. `row` or `col`.
+    pub layout_a: String,
+    pub layout_b: String,
+}
+
+/// Everything a tuning result depends on. Two runs with equal keys measured the same thing.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TuneKey {
+    pub device: DeviceKey,
+    /// Version of the carver that chose and timed the candidates.
+    pub carver_version: String,
+    /// Kernel family the configurations are for, e.g. `triton` or `cuda-sm90`.
+    pub target: String,
+    /// Hash of the kernel source, so that an edited kernel is tuned again.
+    pub kernel_hash: String,
+    pub problem: TuneProblem,
+}
+
+/// One configuration that was timed (or failed) during a tuning run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredCandidate {
+    /// The target's native configuration.
+    pub config: Value,
+    /// Position in the cost model's ranking, 1 = the model's first choice.
+    pub model_rank: u32,
+    /// The cost model's predicted time.
+    pub predicted_time_s: f64,
+    /// Measured time; absent when the candidate failed before it could be timed.
+    pub measured_time_s: Option<f64>,
+    /// Why the candidate failed (did not compile, wrong result, out of resources, ...).
+    pub failure: Option<String>,
+}
+
+/// One tuning result: the key, the winner, and every candidate that was tried.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TuneRecord {
+    pub key: TuneKey,
+    /// The fastest valid configuration (equal to the `config` of one measured candidate).
+    pub winner: Value,
+    pub candidates: Vec<MeasuredCandidate>,
+    /// cuBLAS on the same problem, when it was timed in the same run.
+    pub cublas_time_s: Option<f64>,
+    /// When the run finished, in seconds since the Unix epoch.
+    pub measured_at_unix_s: i64,
+    /// How the times were taken, e.g. `{"warmup": 10, "reps": 100, "timer": "cuda-events",
+    /// "statistic": "median"}`.
+    pub method: Value,
+}
+
+impl TuneRecord {
+    /// The measured time of the winner: the fastest successful candidate whose config is the
+    /// winner. `None` when no such candidate exists (a record the database refuses to store).
+    pub fn winner_time_s(&self) -> Option<f64> {
+        self.candidates
+            .iter()
+            .filter(|c| c.config == self.winner && c.failure.is_none())
+            .filter_map(|c| c.measured_time_s)
+            .min_by(f64::total_cmp)
+    }
+}
+
+/// A stored record and its id in this machine's database (ids are not portable).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredTuneRecord {
+    pub id: i64,
+    #[serde(flatten)]
+    pub record: TuneRecord,
+}
+
+/// `carver cache list --format json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheList {
+    pub schema_version: u32,
+    /// The database file that was read.
+    pub database: String,
+    pub results: Vec<CacheEntry>,
+}
+
+/// One line of `carver cache list`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheEntry {
+    pub id: i64,
+    pub key: TuneKey,
+    pub winner: Value,
+    pub winner_time_s: f64,
+    pub cublas_time_s: Option<f64>,
+    /// How many candidates were tried, failures included.
+    pub candidates: usize,
+    pub failed_candidates: usize,
+    pub measured_at_unix_s: i64,
+}
+
+/// `carver cache show ... --format json`: full records, candidates included.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheShow {
+    pub schema_version: u32,
+    pub results: Vec<StoredTuneRecord>,
+}
+
+/// What an import did, row by row where it matters. `carver cache import --format json`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ImportReport {
+    /// Records with a key the database did not have.
+    pub inserted: u64,
+    /// Records that replaced a slower result for the same key.
+    pub replaced: u64,
+    /// Records not taken because the database already held a result at least as fast.
+    pub kept_existing: u64,
+    /// Same key, different winner (whichever way it was resolved).
+    pub conflicts: Vec<ImportConflict>,
+    /// Rows that were not imported, with the reason.
+    pub bad_rows: Vec<BadRow>,
+    /// Record count announced by the file's header.
+    pub expected_records: u64,
+    /// Record lines found after the header, good and bad.
+    pub records_in_file: u64,
+}
+
+impl ImportReport {
+    /// True when every row was good and the file held as many records as its header announced.
+    pub fn is_clean(&self) -> bool {
+        self.bad_rows.is_empty() && self.records_in_file == self.expected_records
+    }
+}
+
+/// A record whose key the database already held with a different winner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImportConflict {
+    /// 1-based line in the imported file.
+    pub line: u64,
+    pub key: TuneKey,
+    pub existing_winner: Value,
+    pub existing_time_s: f64,
+    pub incoming_winner: Value,
+    pub incoming_time_s: f64,
+    /// `existing` or `incoming`: the faster one is kept; a tie keeps the existing one.
+    pub kept: ConflictResolution,
+}
+
+/// Which side of a conflict the database kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConflictResolution {
+    Existing,
+    Incoming,
+}
+
+/// A row of an import file that was not imported.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BadRow {
+    /// 1-based line in the imported file.
+    pub line: u64,
+    pub reason: String,
+}
+
+/// `carver cache import FILE --format json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheImport {
+    pub schema_version: u32,
+    pub file: String,
+    #[serde(flatten)]
+    pub report: ImportReport,
+}
+
+/// `carver cache clear --yes --format json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheClear {
+    pub schema_version: u32,
+    pub deleted: u64,
+}

@@ -1,0 +1,560 @@
+//! The database handle: lookups (with an in-process cache), stores, queries and deletes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use carver_schema::{DeviceKey, StoredTuneRecord, TuneKey, TuneRecord};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params_from_iter};
+
+use crate::validate::{validate_key, validate_record};
+use crate::{TuneDbError, Warning, health};
+
+/// Name of the database file inside the cache directory.
+pub const DB_FILE_NAME: &str = "tuning.sqlite3";
+
+/// How a lookup matches the problem's sizes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ShapeMatch {
+    /// M, N and K must equal the stored ones.
+    #[default]
+    Exact,
+    /// M, N and K each rounded up to a power of two must equal the stored ones rounded the same
+    /// way (M = 1000 finds a result for M = 1024 or 600). An exact result is preferred; otherwise
+    /// the stored shape closest to the asked one (in log2 distance over M, N, K). Everything else
+    /// in the key, batch included, must still match exactly.
+    PowerOfTwoBucket,
+}
+
+/// Options of [`TuneDb::lookup_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LookupOptions {
+    pub shape_match: ShapeMatch,
+}
+
+/// What [`TuneDb::store_with`] does when the key is already stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WritePolicy {
+    /// Keep whichever result has the faster winner; on a tie keep the stored one. The outcome
+    /// then depends neither on the order of concurrent writers nor on the order of imports.
+    #[default]
+    KeepFaster,
+    /// The new result replaces the stored one (a deliberate re-tune).
+    Replace,
+}
+
+/// What a store did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreOutcome {
+    /// The key was new.
+    Inserted,
+    /// The stored result for the key was replaced.
+    Replaced,
+    /// The stored result was kept (it was at least as fast).
+    KeptExisting,
+}
+
+/// Which stored results a query, export or clear applies to. Empty fields match everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub id: Option<i64>,
+    /// The device's exact UUID, or a case-insensitive part of its name.
+    pub device: Option<String>,
+    /// Exact target family, e.g. `triton`.
+    pub target: Option<String>,
+    /// Exact `[M, N, K]`, any batch.
+    pub shape: Option<[u64; 3]>,
+}
+
+/// The tuning database of one cache directory. Cheap to share between threads (`&self`
+/// everywhere); several processes may use the same file at once.
+pub struct TuneDb {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+    memo: Mutex<Memo>,
+}
+
+/// Results already looked up, so that a repeated lookup does not query SQLite. Misses are not
+/// remembered (the caller will usually tune and store). Hits are not refreshed from other
+/// processes: a result another process improves later is seen by the next `TuneDb`.
+#[derive(Default)]
+struct Memo {
+    exact: HashMap<TuneKey, Arc<TuneRecord>>,
+    bucketed: HashMap<TuneKey, Arc<TuneRecord>>,
+}
+
+impl Memo {
+    fn for_match(&mut self, shape_match: ShapeMatch) -> &mut HashMap<TuneKey, Arc<TuneRecord>> {
+        match shape_match {
+            ShapeMatch::Exact => &mut self.exact,
+            ShapeMatch::PowerOfTwoBucket => &mut self.bucketed,
+        }
+    }
+}
+
+/// Columns in the order `read_row` expects.
+const COLUMNS: &str = "id, device_uuid, device_name, driver_version, carver_version, target, \
+    kernel_hash, dtype_a, dtype_b, dtype_c, dtype_acc, layout_a, layout_b, batch, m, n, k, \
+    winner, candidates, cublas_time_s, measured_at_unix_s, method";
+
+/// The key columns up to (not including) the sizes M, N, K.
+const KEY_PREFIX_WHERE: &str = "device_uuid = ?1 AND device_name = ?2 AND driver_version = ?3 \
+    AND carver_version = ?4 AND target = ?5 AND kernel_hash = ?6 AND dtype_a = ?7 \
+    AND dtype_b = ?8 AND dtype_c = ?9 AND dtype_acc = ?10 AND layout_a = ?11 AND layout_b = ?12 \
+    AND batch = ?13";
+
+impl TuneDb {
+    /// Opens (creating if needed) `<cache_dir>/tuning.sqlite3` for reading and writing.
+    ///
+    /// A file that is damaged, not a database, or another application's is moved aside and
+    /// replaced by an empty database; the returned warnings say so and should be shown. A file
+    /// written by a newer carver is refused ([`TuneDbError::NewerSchema`]) and left untouched; an
+    /// older one is upgraded.
+    pub fn open(cache_dir: &Path) -> Result<(TuneDb, Vec<Warning>), TuneDbError> {
+        std::fs::create_dir_all(cache_dir).map_err(|source| TuneDbError::CreateDir {
+            path: cache_dir.to_path_buf(),
+            source,
+        })?;
+        let path = cache_dir.join(DB_FILE_NAME);
+        let (conn, warnings) = health::open_read_write(&path)?;
+        Ok((TuneDb::new(path, conn), warnings))
+    }
+
+    /// Opens an existing database without changing anything on disk: no file is created,
+    /// moved or upgraded, so a damaged or outdated file is an error here. `None` when the cache
+    /// directory holds no database yet. Writes through this handle fail.
+    pub fn open_read_only(cache_dir: &Path) -> Result<Option<TuneDb>, TuneDbError> {
+        let path = cache_dir.join(DB_FILE_NAME);
+        Ok(health::open_read_only(&path)?.map(|conn| TuneDb::new(path, conn)))
+    }
+
+    fn new(path: PathBuf, conn: Connection) -> TuneDb {
+        TuneDb {
+            path,
+            conn: Mutex::new(conn),
+            memo: Mutex::default(),
+        }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The stored result for exactly this key.
+    pub fn lookup(&self, key: &TuneKey) -> Result<Option<Arc<TuneRecord>>, TuneDbError> {
+        self.lookup_with(key, LookupOptions::default())
+    }
+
+    /// The stored result for this key, matched as `options` says. With shape bucketing the
+    /// returned record's `key.problem` may differ from the one asked for.
+    pub fn lookup_with(
+        &self,
+        key: &TuneKey,
+        options: LookupOptions,
+    ) -> Result<Option<Arc<TuneRecord>>, TuneDbError> {
+        if let Some(hit) = lock(&self.memo).for_match(options.shape_match).get(key) {
+            return Ok(Some(Arc::clone(hit)));
+        }
+        validate_key(key).map_err(TuneDbError::InvalidRecord)?;
+        let found = match options.shape_match {
+            ShapeMatch::Exact => self.select_exact(&lock(&self.conn), key)?,
+            ShapeMatch::PowerOfTwoBucket => self.select_bucket(key)?,
+        };
+        let Some(record) = found else { return Ok(None) };
+        let record = Arc::new(record);
+        lock(&self.memo)
+            .for_match(options.shape_match)
+            .insert(key.clone(), Arc::clone(&record));
+        Ok(Some(record))
+    }
+
+    /// Stores a result, keeping the faster one if the key is already stored
+    /// ([`WritePolicy::KeepFaster`]). Storing the same record twice changes nothing.
+    pub fn store(&self, record: &TuneRecord) -> Result<StoreOutcome, TuneDbError> {
+        self.store_with(record, WritePolicy::KeepFaster)
+    }
+
+    /// Stores a result under the given policy, in one transaction.
+    pub fn store_with(
+        &self,
+        record: &TuneRecord,
+        policy: WritePolicy,
+    ) -> Result<StoreOutcome, TuneDbError> {
+        validate_record(record).map_err(TuneDbError::InvalidRecord)?;
+        let mut conn = lock(&self.conn);
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.sqlite(e))?;
+        let (outcome, _) = self.write(&tx, record, policy)?;
+        tx.commit().map_err(|e| self.sqlite(e))?;
+        drop(conn);
+        self.forget();
+        Ok(outcome)
+    }
+
+    /// Stored results matching `filter`, oldest first.
+    pub fn query(&self, filter: &Filter) -> Result<Vec<StoredTuneRecord>, TuneDbError> {
+        let (condition, params) = filter_sql(filter);
+        let sql = format!("SELECT {COLUMNS} FROM tuning_results WHERE {condition} ORDER BY id");
+        self.select(&lock(&self.conn), &sql, params)
+    }
+
+    /// Every result measured on exactly this device (name, UUID and driver), any target or
+    /// carver version, oldest first.
+    pub fn winners_for_device(
+        &self,
+        device: &DeviceKey,
+    ) -> Result<Vec<StoredTuneRecord>, TuneDbError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM tuning_results \
+             WHERE device_uuid = ?1 AND device_name = ?2 AND driver_version = ?3 ORDER BY id"
+        );
+        let params =
+            [&device.uuid, &device.name, &device.driver_version].map(|s| SqlValue::Text(s.clone()));
+        self.select(&lock(&self.conn), &sql, params.to_vec())
+    }
+
+    /// How many stored results match `filter`.
+    pub fn count(&self, filter: &Filter) -> Result<u64, TuneDbError> {
+        let (condition, params) = filter_sql(filter);
+        let sql = format!("SELECT count(*) FROM tuning_results WHERE {condition}");
+        let n: i64 = lock(&self.conn)
+            .query_row(&sql, params_from_iter(params), |r| r.get(0))
+            .map_err(|e| self.sqlite(e))?;
+        Ok(n.unsigned_abs())
+    }
+
+    /// Deletes the results matching `filter`; returns how many.
+    pub fn clear(&self, filter: &Filter) -> Result<u64, TuneDbError> {
+        let (condition, params) = filter_sql(filter);
+        let sql = format!("DELETE FROM tuning_results WHERE {condition}");
+        let deleted = lock(&self.conn)
+            .execute(&sql, params_from_iter(params))
+            .map_err(|e| self.sqlite(e))?;
+        self.forget();
+        Ok(deleted as u64)
+    }
+
+    /// Writes one validated record inside the caller's transaction. Also returns the stored
+    /// record it was compared with, for conflict reports.
+    pub(crate) fn write(
+        &self,
+        conn: &Connection,
+        record: &TuneRecord,
+        policy: WritePolicy,
+    ) -> Result<(StoreOutcome, Option<TuneRecord>), TuneDbError> {
+        let existing = self.select_exact(conn, &record.key)?;
+        let outcome = match &existing {
+            None => StoreOutcome::Inserted,
+            Some(_) if policy == WritePolicy::Replace => StoreOutcome::Replaced,
+            Some(old) => {
+                // Both have a winner time: validation guarantees it for everything stored.
+                let old_time = old.winner_time_s().unwrap_or(f64::INFINITY);
+                let new_time = record.winner_time_s().unwrap_or(f64::INFINITY);
+                if new_time < old_time {
+                    StoreOutcome::Replaced
+                } else {
+                    StoreOutcome::KeptExisting
+                }
+            }
+        };
+        if outcome != StoreOutcome::KeptExisting {
+            self.upsert(conn, record)?;
+        }
+        Ok((outcome, existing))
+    }
+
+    /// The in-process cache is dropped on every write: writes are rare, and a changed result
+    /// can move which record a bucketed lookup finds.
+    pub(crate) fn forget(&self) {
+        *lock(&self.memo) = Memo::default();
+    }
+
+    pub(crate) fn connection(&self) -> MutexGuard<'_, Connection> {
+        lock(&self.conn)
+    }
+
+    pub(crate) fn sqlite(&self, source: rusqlite::Error) -> TuneDbError {
+        TuneDbError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn upsert(&self, conn: &Connection, record: &TuneRecord) -> Result<(), TuneDbError> {
+        let mut params = key_prefix_params(&record.key);
+        let p = &record.key.problem;
+        params.extend([p.m, p.n, p.k].map(sql_size));
+        params.extend([
+            SqlValue::Text(to_json(&record.winner)?),
+            SqlValue::Text(to_json(&record.candidates)?),
+            record.cublas_time_s.map_or(SqlValue::Null, SqlValue::Real),
+            SqlValue::Integer(record.measured_at_unix_s),
+            SqlValue::Text(to_json(&record.method)?),
+        ]);
+        conn.prepare_cached(
+            "INSERT INTO tuning_results (device_uuid, device_name, driver_version, \
+             carver_version, target, kernel_hash, dtype_a, dtype_b, dtype_c, dtype_acc, layout_a, \
+             layout_b, batch, m, n, k, winner, candidates, cublas_time_s, measured_at_unix_s, \
+             method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
+             ?16, ?17, ?18, ?19, ?20, ?21) \
+             ON CONFLICT DO UPDATE SET winner = excluded.winner, \
+             candidates = excluded.candidates, cublas_time_s = excluded.cublas_time_s, \
+             measured_at_unix_s = excluded.measured_at_unix_s, method = excluded.method",
+        )
+        .and_then(|mut stmt| stmt.execute(params_from_iter(params)))
+        .map_err(|e| self.sqlite(e))?;
+        Ok(())
+    }
+
+    fn select_exact(
+        &self,
+        conn: &Connection,
+        key: &TuneKey,
+    ) -> Result<Option<TuneRecord>, TuneDbError> {
+        let mut params = key_prefix_params(key);
+        let p = &key.problem;
+        params.extend([p.m, p.n, p.k].map(sql_size));
+        let sql = format!(
+            "SELECT {COLUMNS} FROM tuning_results \
+             WHERE {KEY_PREFIX_WHERE} AND m = ?14 AND n = ?15 AND k = ?16"
+        );
+        let row = conn
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| {
+                stmt.query_row(params_from_iter(params), read_row)
+                    .optional()
+            })
+            .map_err(|e| self.sqlite(e))?;
+        row.map(|raw| self.decode(raw).map(|stored| stored.record))
+            .transpose()
+    }
+
+    fn select_bucket(&self, key: &TuneKey) -> Result<Option<TuneRecord>, TuneDbError> {
+        let mut params = key_prefix_params(key);
+        let p = &key.problem;
+        for size in [p.m, p.n, p.k] {
+            let (low, high) = bucket_bounds(size);
+            params.extend([sql_size(low), sql_size(high)]);
+        }
+        let sql = format!(
+            "SELECT {COLUMNS} FROM tuning_results WHERE {KEY_PREFIX_WHERE} \
+             AND m > ?14 AND m <= ?15 AND n > ?16 AND n <= ?17 AND k > ?18 AND k <= ?19"
+        );
+        let asked = [p.m, p.n, p.k];
+        let closest = self
+            .select(&lock(&self.conn), &sql, params)?
+            .into_iter()
+            .min_by(|a, b| {
+                let distance = |r: &StoredTuneRecord| {
+                    let q = &r.record.key.problem;
+                    log2_distance([q.m, q.n, q.k], asked)
+                };
+                distance(a).total_cmp(&distance(b)).then(a.id.cmp(&b.id))
+            });
+        Ok(closest.map(|stored| stored.record))
+    }
+
+    fn select(
+        &self,
+        conn: &Connection,
+        sql: &str,
+        params: Vec<SqlValue>,
+    ) -> Result<Vec<StoredTuneRecord>, TuneDbError> {
+        let raws = conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| {
+                stmt.query_map(params_from_iter(params), read_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| self.sqlite(e))?;
+        raws.into_iter().map(|raw| self.decode(raw)).collect()
+    }
+
+    /// Turns a row back into a record. SQLite guarantees the column types (STRICT table); the
+    /// JSON columns and signs are checked, as the file may have been edited by hand.
+    fn decode(&self, raw: RawRow) -> Result<StoredTuneRecord, TuneDbError> {
+        let bad = |reason: String| TuneDbError::BadStoredRow {
+            path: self.path.clone(),
+            id: raw.id,
+            reason,
+        };
+        let size = |name: &str, v: i64| {
+            u64::try_from(v).map_err(|_| bad(format!("{name} is negative ({v})")))
+        };
+        fn json<T: serde::de::DeserializeOwned>(name: &str, text: &str) -> Result<T, String> {
+            serde_json::from_str(text).map_err(|e| format!("{name} is not valid: {e}"))
+        }
+        let record = TuneRecord {
+            key: TuneKey {
+                device: DeviceKey {
+                    name: raw.device_name.clone(),
+                    uuid: raw.device_uuid.clone(),
+                    driver_version: raw.driver_version.clone(),
+                },
+                carver_version: raw.carver_version.clone(),
+                target: raw.target.clone(),
+                kernel_hash: raw.kernel_hash.clone(),
+                problem: carver_schema::TuneProblem {
+                    m: size("m", raw.m)?,
+                    n: size("n", raw.n)?,
+                    k: size("k", raw.k)?,
+                    batch: size("batch", raw.batch)?,
+                    dtype_a: raw.dtype_a.clone(),
+                    dtype_b: raw.dtype_b.clone(),
+                    dtype_c: raw.dtype_c.clone(),
+                    dtype_acc: raw.dtype_acc.clone(),
+                    layout_a: raw.layout_a.clone(),
+                    layout_b: raw.layout_b.clone(),
+                },
+            },
+            winner: json("winner", &raw.winner).map_err(bad)?,
+            candidates: json("candidates", &raw.candidates).map_err(bad)?,
+            cublas_time_s: raw.cublas_time_s,
+            measured_at_unix_s: raw.measured_at_unix_s,
+            method: json("method", &raw.method).map_err(bad)?,
+        };
+        Ok(StoredTuneRecord { id: raw.id, record })
+    }
+}
+
+/// A row as SQLite returns it, before the JSON columns are parsed.
+struct RawRow {
+    id: i64,
+    device_uuid: String,
+    device_name: String,
+    driver_version: String,
+    carver_version: String,
+    target: String,
+    kernel_hash: String,
+    dtype_a: String,
+    dtype_b: String,
+    dtype_c: String,
+    dtype_acc: String,
+    layout_a: String,
+    layout_b: String,
+    batch: i64,
+    m: i64,
+    n: i64,
+    k: i64,
+    winner: String,
+    candidates: String,
+    cublas_time_s: Option<f64>,
+    measured_at_unix_s: i64,
+    method: String,
+}
+
+fn read_row(row: &Row<'_>) -> rusqlite::Result<RawRow> {
+    Ok(RawRow {
+        id: row.get(0)?,
+        device_uuid: row.get(1)?,
+        device_name: row.get(2)?,
+        driver_version: row.get(3)?,
+        carver_version: row.get(4)?,
+        target: row.get(5)?,
+        kernel_hash: row.get(6)?,
+        dtype_a: row.get(7)?,
+        dtype_b: row.get(8)?,
+        dtype_c: row.get(9)?,
+        dtype_acc: row.get(10)?,
+        layout_a: row.get(11)?,
+        layout_b: row.get(12)?,
+        batch: row.get(13)?,
+        m: row.get(14)?,
+        n: row.get(15)?,
+        k: row.get(16)?,
+        winner: row.get(17)?,
+        candidates: row.get(18)?,
+        cublas_time_s: row.get(19)?,
+        measured_at_unix_s: row.get(20)?,
+        method: row.get(21)?,
+    })
+}
+
+/// Parameters ?1 to ?13 of [`KEY_PREFIX_WHERE`].
+fn key_prefix_params(key: &TuneKey) -> Vec<SqlValue> {
+    let p = &key.problem;
+    let mut params: Vec<SqlValue> = [
+        &key.device.uuid,
+        &key.device.name,
+        &key.device.driver_version,
+        &key.carver_version,
+        &key.target,
+        &key.kernel_hash,
+        &p.dtype_a,
+        &p.dtype_b,
+        &p.dtype_c,
+        &p.dtype_acc,
+        &p.layout_a,
+        &p.layout_b,
+    ]
+    .into_iter()
+    .map(|s| SqlValue::Text(s.clone()))
+    .collect();
+    params.push(sql_size(p.batch));
+    params
+}
+
+/// Sizes are validated to fit in an `i64` before they reach SQL; a larger bound (a bucket's
+/// upper end) saturates, which keeps the comparison right.
+fn sql_size(size: u64) -> SqlValue {
+    SqlValue::Integer(i64::try_from(size).unwrap_or(i64::MAX))
+}
+
+/// The sizes that round up to the same power of two as `size`: `(low, high]`.
+fn bucket_bounds(size: u64) -> (u64, u64) {
+    let high = size.checked_next_power_of_two().unwrap_or(u64::MAX);
+    (high / 2, high)
+}
+
+fn log2_distance(stored: [u64; 3], asked: [u64; 3]) -> f64 {
+    stored
+        .iter()
+        .zip(asked)
+        .map(|(&s, a)| ((s as f64).log2() - (a as f64).log2()).abs())
+        .sum()
+}
+
+/// The WHERE clause and parameters of a filter (`1` when it is empty). The clause uses
+/// anonymous `?` parameters, which SQLite numbers left to right, in the order of `params`.
+fn filter_sql(filter: &Filter) -> (String, Vec<SqlValue>) {
+    let mut conditions = Vec::new();
+    let mut params = Vec::new();
+    if let Some(id) = filter.id {
+        conditions.push("id = ?");
+        params.push(SqlValue::Integer(id));
+    }
+    if let Some(device) = &filter.device {
+        conditions.push("(device_uuid = ? OR instr(lower(device_name), lower(?)) > 0)");
+        params.extend([
+            SqlValue::Text(device.clone()),
+            SqlValue::Text(device.clone()),
+        ]);
+    }
+    if let Some(target) = &filter.target {
+        conditions.push("target = ?");
+        params.push(SqlValue::Text(target.clone()));
+    }
+    if let Some(shape) = filter.shape {
+        conditions.push("m = ? AND n = ? AND k = ?");
+        params.extend(shape.map(sql_size));
+    }
+    if conditions.is_empty() {
+        ("1".into(), params)
+    } else {
+        (conditions.join(" AND "), params)
+    }
+}
+
+/// Serialising JSON values and plain structs cannot fail; the error is mapped all the same.
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, TuneDbError> {
+    serde_json::to_string(value).map_err(|e| TuneDbError::InvalidRecord(e.to_string()))
+}
+
+/// A poisoned lock only means another thread panicked while holding it; the connection rolls
+/// back any open transaction when it is dropped and the memo is a cache, so both stay usable.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
