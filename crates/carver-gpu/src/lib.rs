@@ -1,1 +1,32 @@
-//! carver-gpu (placeholder while the workspace is set up)
+//! carver on a real GPU: live detection (`carver arch detect`) and calibration
+//! (`carver arch calibrate`).
+//!
+//! The CUDA driver, NVML, NVRTC and cuBLAS are loaded at run time, so this crate builds and its
+//! pure parts run on machines without CUDA. On such a machine every entry point returns a
+//! [`GpuError`] that says how to plan offline (`--arch h100`); none panics.
+//!
+//! - [`detect_all`] / [`detect`] / [`detect_arch`]: query devices, match them to the hardware
+//!   database by name and compute capability, and build a complete [`carver_arch::Arch`] in which
+//!   every figure the device reports replaces the stored one ([`merge_live`] is the pure part).
+//! - [`calibrate`]: measure DRAM, L2 and shared-memory bandwidth and bf16 / f16 tensor
+//!   throughput, giving a [`carver_arch::Calibration`] to store.
+
+mod calibrate;
+mod detect;
+mod driver;
+mod error;
+pub mod family;
+mod live;
+mod query;
+
+pub use calibrate::{
+    CalibrationOptions, CalibrationOutcome, MeasuredFigure, RateSummary, Step, calibrate,
+};
+pub use detect::{DetectedGpu, detect, detect_all, detect_arch, device_count};
+pub use driver::driver_present;
+pub use error::{GpuError, OFFLINE_HINT};
+pub use live::{
+    L2_TO_DRAM_ESTIMATE, LIVE_FIELDS, LiveArch, arch_bandwidth, attach_calibration, key_from_name,
+    merge_live,
+};
+pub use query::{DriverQuery, NvmlQuery, format_cuda_version, format_uuid};

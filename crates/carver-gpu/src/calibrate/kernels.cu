@@ -1,0 +1,124 @@
+// Microbenchmarks of `carver arch calibrate`, compiled at run time with NVRTC.
+// No headers: NVRTC has no <cstdint>, and these kernels need nothing beyond built-ins.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef unsigned short u16;
+
+// A value that the accumulated XOR of real data practically never equals; the store under it
+// keeps every load alive without adding traffic.
+#define SINK_MAGIC 0x5eed5eedu
+
+// splitmix64 finalizer: a good hash of consecutive integers.
+__device__ __forceinline__ u64 mix(u64 x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+// Uniform in [-1, 1).
+__device__ __forceinline__ float uniform(u64 i, u64 seed) {
+    return (float)(u32)(mix(seed * 0x100000001B3ull + i) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+extern "C" __global__ void fill_u32(u32* out, u64 n, u64 seed) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        out[i] = (u32)mix(seed * 0x100000001B3ull + i);
+    }
+}
+
+extern "C" __global__ void fill_f16(u16* out, u64 n, u64 seed) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        float v = uniform(i, seed);
+        u16 h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+        out[i] = h;
+    }
+}
+
+extern "C" __global__ void fill_bf16(u16* out, u64 n, u64 seed) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        float v = uniform(i, seed);
+        u32 bits;
+        asm("mov.b32 %0, %1;" : "=r"(bits) : "f"(v));
+        bits += 0x7FFFu + ((bits >> 16) & 1u);  // round to nearest even (v is finite)
+        out[i] = (u16)(bits >> 16);
+    }
+}
+
+// Sets n 16-bit words to a NaN pattern, so that an unwritten output cannot pass for a result.
+extern "C" __global__ void poison_u16(u16* out, u64 n) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        out[i] = 0xFFFFu;
+    }
+}
+
+#define L2_UNROLL 8
+
+// Every thread reads 16-byte vectors of a buffer (a power of two of them, `mask` + 1) that fits
+// well inside L2, L2_UNROLL independent loads in flight per thread. `ld.global.cg` caches in L2
+// only, so the per-SM L1 cannot serve the repeats.
+extern "C" __global__ void l2_read(const u32* buf, u32 mask, u32 iters, u32* sink) {
+    const u32 stride = gridDim.x * blockDim.x;
+    u32 idx = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 acc = 0;
+    for (u32 it = 0; it < iters; ++it) {
+        u32 v[L2_UNROLL][4];
+#pragma unroll
+        for (int k = 0; k < L2_UNROLL; ++k) {
+            const u32* p = buf + 4ull * ((idx + (u32)k * stride) & mask);
+            asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(v[k][0]), "=r"(v[k][1]), "=r"(v[k][2]), "=r"(v[k][3])
+                         : "l"(p));
+        }
+#pragma unroll
+        for (int k = 0; k < L2_UNROLL; ++k) {
+            acc ^= v[k][0] ^ v[k][1] ^ v[k][2] ^ v[k][3];
+        }
+        idx += L2_UNROLL * stride;
+    }
+    if (acc == SINK_MAGIC) {
+        sink[0] = acc;
+    }
+}
+
+#define SMEM_THREADS 256
+// Four 16-byte slots per thread: 16 KiB per block.
+#define SMEM_WORDS (SMEM_THREADS * 4 * 4)
+
+#define LDS(dst, offset)                                                                  \
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4+" #offset "];"                      \
+                 : "=r"(dst[0]), "=r"(dst[1]), "=r"(dst[2]), "=r"(dst[3])                 \
+                 : "r"(base))
+#define FOLD(src) (src[0] ^ src[1] ^ src[2] ^ src[3])
+
+// A warp's 128-bit loads cover 512 consecutive bytes: no bank conflicts, four wavefronts each.
+extern "C" __global__ void __launch_bounds__(SMEM_THREADS) smem_read(u32 iters, u32 seed, u32* sink) {
+    __shared__ __align__(16) u32 tile[SMEM_WORDS];
+    for (u32 i = threadIdx.x; i < SMEM_WORDS; i += SMEM_THREADS) {
+        tile[i] = (i * 2654435761u) ^ seed;
+    }
+    __syncthreads();
+    u32 base;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+        : "=r"(base)
+        : "l"((u64)tile));
+    base += threadIdx.x * 16u;
+    u32 acc = 0;
+    for (u32 it = 0; it < iters; ++it) {
+        u32 a[4], b[4], c[4], d[4], e[4], f[4], g[4], h[4];
+        LDS(a, 0);
+        LDS(b, 4096);
+        LDS(c, 8192);
+        LDS(d, 12288);
+        LDS(e, 0);
+        LDS(f, 4096);
+        LDS(g, 8192);
+        LDS(h, 12288);
+        acc ^= FOLD(a) ^ FOLD(b) ^ FOLD(c) ^ FOLD(d) ^ FOLD(e) ^ FOLD(f) ^ FOLD(g) ^ FOLD(h);
+    }
+    if (acc == SINK_MAGIC) {
+        sink[blockIdx.x] = acc;
+    }
+}
