@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use carver_arch::{Arch, CalibrationStore, ComputeClass};
+use carver_arch::{Arch, CalibrationStore, ComputeClass, Origin};
 use carver_schema::{ArchList, ArchReport, ArchSummary, SCHEMA_VERSION};
 use clap::{Args, Subcommand};
 
@@ -70,14 +70,27 @@ fn list(globals: &Globals, format: Format) -> anyhow::Result<ExitCode> {
                         format!("{:.0}", g.dram_bandwidth_bytes_per_s / 1e9),
                         format!("{:.0}", g.l2_size_bytes as f64 / 1048576.0),
                         format!("{}", g.smem_per_block_optin_bytes),
-                        g.f16_tflops.map(|t| format!("{t:.0}")).unwrap_or("-".into()),
+                        g.f16_tflops
+                            .map(|t| format!("{t:.0}"))
+                            .unwrap_or("-".into()),
+                        g.origin.clone(),
                     ]
                 })
                 .collect();
             print!(
                 "{}",
                 table(
-                    &["KEY", "NAME", "ARCH", "SMS", "DRAM GB/s", "L2 MiB", "SMEM/BLOCK B", "F16 TFLOP/s"],
+                    &[
+                        "KEY",
+                        "NAME",
+                        "ARCH",
+                        "SMS",
+                        "DRAM GB/s",
+                        "L2 MiB",
+                        "SMEM/BLOCK B",
+                        "F16 TFLOP/s",
+                        "FROM"
+                    ],
                     &rows
                 )
             );
@@ -108,28 +121,124 @@ fn show(globals: &Globals, name: &str, format: Format) -> anyhow::Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
-/// A human-readable page about one GPU.
+/// Where a description came from, in words.
+fn origin_text(origin: &Origin) -> String {
+    match origin {
+        Origin::Embedded { file } => format!("shipped with carver (hardware-db/{file})"),
+        Origin::UserFile { path } => format!("user file {path}"),
+        Origin::Live { uuid, base } => match base {
+            Some(base) => format!("queried from GPU {uuid}, starting from {base}"),
+            None => format!("queried from GPU {uuid}"),
+        },
+        Origin::Unknown => "unknown".to_string(),
+    }
+}
+
+/// A human-readable page about one GPU. Figures listed in `estimated` carry "(estimated)".
 pub fn describe(a: &Arch) -> String {
-    let est = |field: &str| if a.estimated.contains(field) { " (estimated)" } else { "" };
+    let est = |field: &str| {
+        if a.estimated.contains(field) {
+            " (estimated)"
+        } else {
+            ""
+        }
+    };
+    let aliases = if a.gpu.aliases.is_empty() {
+        "-".to_string()
+    } else {
+        a.gpu.aliases.join(", ")
+    };
+    let (sm, s, m) = (&a.sm, &a.shared_memory, &a.memory);
     let mut rows: Vec<Vec<String>> = vec![
         vec!["key".into(), a.gpu.key.clone()],
         vec!["name".into(), a.gpu.name.clone()],
-        vec!["architecture".into(), format!("{} (compute capability {})", a.gpu.architecture, a.gpu.compute_capability)],
-        vec!["SMs".into(), format!("{} x {} tensor cores, warp {}", a.sm.count, a.sm.tensor_cores, a.sm.warp_size)],
-        vec!["SM clock".into(), format!("{:.0} MHz boost, {:.0} MHz sustained", a.sm.boost_clock_mhz, a.sm.sustained_clock_mhz)],
-        vec!["threads / blocks per SM".into(), format!("{} / {} (max {} per block)", a.sm.max_threads, a.sm.max_blocks, a.sm.max_threads_per_block)],
-        vec!["registers".into(), format!("{} per SM, {} per block, {} per thread, unit {}", a.registers.per_sm, a.registers.per_block, a.registers.per_thread_max, a.registers.allocation_unit)],
-        vec!["shared memory".into(), format!(
-            "{} B per SM; per block {} B default, {} B opt-in, {} B reserved; {} banks x {} B, {} B/clk/SM",
-            a.shared_memory.per_sm_bytes, a.shared_memory.per_block_default_bytes, a.shared_memory.per_block_optin_bytes,
-            a.shared_memory.reserved_per_block_bytes, a.shared_memory.banks, a.shared_memory.bank_width_bytes,
-            a.shared_memory.bytes_per_clock_per_sm)],
-        vec!["DRAM".into(), format!(
-            "{} {:.0} GiB, {} bit x {:.0} MHz, {:.2} TB/s{}",
-            a.memory.kind, a.memory.capacity_bytes as f64 / 1073741824.0, a.memory.bus_width_bits,
-            a.memory.memory_clock_mhz, a.memory.bandwidth_bytes_per_s / 1e12, est("memory.bandwidth_bytes_per_s"))],
-        vec!["transactions".into(), format!("{} B sector, {} B line", a.memory.sector_bytes, a.memory.line_bytes)],
-        vec!["L2".into(), format!("{:.1} MiB, {:.2} TB/s{}", a.l2.size_bytes as f64 / 1048576.0, a.l2.bandwidth_bytes_per_s / 1e12, est("l2.bandwidth_bytes_per_s"))],
+        vec!["aliases".into(), aliases],
+        vec!["from".into(), origin_text(&a.origin)],
+        vec![
+            "architecture".into(),
+            format!(
+                "{} (compute capability {})",
+                a.gpu.architecture, a.gpu.compute_capability
+            ),
+        ],
+        vec![
+            "SMs".into(),
+            format!(
+                "{}{} x {} tensor cores, warp {}",
+                sm.count,
+                est("sm.count"),
+                sm.tensor_cores,
+                sm.warp_size
+            ),
+        ],
+        vec![
+            "SM clock".into(),
+            format!(
+                "{:.0} MHz boost{}, {:.0} MHz sustained{}",
+                sm.boost_clock_mhz,
+                est("sm.boost_clock_mhz"),
+                sm.sustained_clock_mhz,
+                est("sm.sustained_clock_mhz")
+            ),
+        ],
+        vec![
+            "threads / blocks per SM".into(),
+            format!(
+                "{} / {} (max {} per block)",
+                sm.max_threads, sm.max_blocks, sm.max_threads_per_block
+            ),
+        ],
+        vec![
+            "registers".into(),
+            format!(
+                "{} per SM, {} per block, {} per thread, unit {}",
+                a.registers.per_sm,
+                a.registers.per_block,
+                a.registers.per_thread_max,
+                a.registers.allocation_unit
+            ),
+        ],
+        vec![
+            "shared memory".into(),
+            format!(
+                "{} B per SM; per block {} B default, {} B opt-in, {} B reserved; {} banks x {} B, {} B/clk/SM",
+                s.per_sm_bytes,
+                s.per_block_default_bytes,
+                s.per_block_optin_bytes,
+                s.reserved_per_block_bytes,
+                s.banks,
+                s.bank_width_bytes,
+                s.bytes_per_clock_per_sm
+            ),
+        ],
+        vec![
+            "DRAM".into(),
+            format!(
+                "{} {:.0} GiB, {} bit{} x {:.0} MHz{}, {:.2} TB/s{}",
+                m.kind,
+                m.capacity_bytes as f64 / 1073741824.0,
+                m.bus_width_bits,
+                est("memory.bus_width_bits"),
+                m.memory_clock_mhz,
+                est("memory.memory_clock_mhz"),
+                m.bandwidth_bytes_per_s / 1e12,
+                est("memory.bandwidth_bytes_per_s")
+            ),
+        ],
+        vec![
+            "transactions".into(),
+            format!("{} B sector, {} B line", m.sector_bytes, m.line_bytes),
+        ],
+        vec![
+            "L2".into(),
+            format!(
+                "{:.1} MiB{}, {:.2} TB/s{}",
+                a.l2.size_bytes as f64 / 1048576.0,
+                est("l2.size_bytes"),
+                a.l2.bandwidth_bytes_per_s / 1e12,
+                est("l2.bandwidth_bytes_per_s")
+            ),
+        ],
     ];
     for ins in &a.tensor_instructions {
         let ext = |e: carver_arch::Extent| match e {
@@ -143,27 +252,54 @@ pub fn describe(a: &Arch) -> String {
                 ext(ins.m),
                 ext(ins.n),
                 ins.k,
-                ins.dtypes.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
+                ins.dtypes
+                    .iter()
+                    .map(|d| d.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         ]);
     }
     for class in ComputeClass::ALL {
         if let Some(p) = a.peak.get(&class) {
-            rows.push(vec![format!("peak {class}"), format!("{:.1} TFLOP/s dense", p.tflops)]);
+            let clock = p.clock_mhz.unwrap_or(a.sm.sustained_clock_mhz);
+            let estimated = est(&format!("peak.{class}.tflops"));
+            rows.push(vec![
+                format!("peak {class}"),
+                format!("{:.1} TFLOP/s dense at {clock:.0} MHz{estimated}", p.tflops),
+            ]);
         }
     }
     if let Some(c) = &a.calibration {
-        let fmt_bw = |v: Option<f64>| v.map(|b| format!("{:.2} TB/s", b / 1e12)).unwrap_or("-".into());
-        rows.push(vec!["measured on".into(), format!("{} ({})", c.device_name, c.uuid)]);
-        rows.push(vec!["measured DRAM".into(), fmt_bw(c.dram_bandwidth_bytes_per_s)]);
-        rows.push(vec!["measured L2".into(), fmt_bw(c.l2_bandwidth_bytes_per_s)]);
-        rows.push(vec!["measured shared memory".into(), fmt_bw(c.smem_bandwidth_bytes_per_s)]);
+        let fmt_bw = |v: Option<f64>| {
+            v.map(|b| format!("{:.2} TB/s", b / 1e12))
+                .unwrap_or("-".into())
+        };
+        rows.push(vec![
+            "measured on".into(),
+            format!("{} ({})", c.device_name, c.uuid),
+        ]);
+        rows.push(vec![
+            "measured DRAM".into(),
+            fmt_bw(c.dram_bandwidth_bytes_per_s),
+        ]);
+        rows.push(vec![
+            "measured L2".into(),
+            fmt_bw(c.l2_bandwidth_bytes_per_s),
+        ]);
+        rows.push(vec![
+            "measured shared memory".into(),
+            fmt_bw(c.smem_bandwidth_bytes_per_s),
+        ]);
         for (class, t) in &c.peak_tflops {
             rows.push(vec![format!("measured {class}"), format!("{t:.1} TFLOP/s")]);
         }
     }
     if !a.estimated.is_empty() {
-        rows.push(vec!["estimated".into(), a.estimated.iter().cloned().collect::<Vec<_>>().join(", ")]);
+        rows.push(vec![
+            "estimated".into(),
+            a.estimated.iter().cloned().collect::<Vec<_>>().join(", "),
+        ]);
     }
     for s in &a.gpu.sources {
         rows.push(vec!["source".into(), s.clone()]);
