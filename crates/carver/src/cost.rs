@@ -140,12 +140,16 @@ struct IterationTimes {
     smem: f64,
     l2: f64,
     dram: f64,
+    /// Memory latency the pipeline's loads in flight leave exposed, per block.
     latency: f64,
+    /// One block's own critical path: its resource time plus the unoverlapped sync cycles.
+    single: f64,
 }
 
 impl IterationTimes {
-    fn total(&self, sync: f64) -> f64 {
-        self.compute.max(self.smem).max(self.l2).max(self.dram).max(self.latency) + sync
+    /// Resident blocks share throughput; each block's latency and sync overlap the others'.
+    fn total(&self) -> f64 {
+        self.compute.max(self.smem).max(self.l2).max(self.dram).max(self.latency).max(self.single)
     }
 }
 
@@ -191,20 +195,25 @@ pub fn predict(
     let smem_per_iter = (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e;
     let flops_per_iter = 2.0 * bm * bn * bk;
 
-    let iteration = |resident: f64, active_sms: f64| -> IterationTimes {
+    // `resident` blocks per SM (per-SM throughput), `blocks` in the whole wave (global bandwidth).
+    let iteration = |resident: f64, blocks: f64| -> IterationTimes {
         let warps = (resident as u32) * c.compute_warps();
         let tc_rate = peak / sms * mma_efficiency(c, arch, warps);
         let stages_in_flight = f64::from(c.stages.max(2) - 1);
+        let compute = resident * flops_per_iter / tc_rate;
+        let smem = resident * smem_per_iter / smem_bw_sm;
+        let l2 = blocks * l2_per_iter / l2_bw;
+        let dram = blocks * dram_per_iter / dram_bw;
+        let sync = ITERATION_SYNC_CYCLES / clock;
+        let single_rate = peak / sms * mma_efficiency(c, arch, c.compute_warps());
+        let single = (flops_per_iter / single_rate).max(smem / resident) + sync;
         IterationTimes {
-            compute: resident * flops_per_iter / tc_rate,
-            smem: resident * smem_per_iter / smem_bw_sm,
-            l2: resident * l2_per_iter / (l2_bw / active_sms),
-            dram: resident * dram_per_iter / (dram_bw / active_sms),
-            latency: if c.stages <= 1 {
-                latency + resident * flops_per_iter / tc_rate
-            } else {
-                latency / stages_in_flight
-            },
+            compute,
+            smem,
+            l2,
+            dram,
+            latency: if c.stages <= 1 { latency + single } else { latency / stages_in_flight },
+            single,
         }
     };
 
@@ -213,9 +222,9 @@ pub fn predict(
         (false, _) => bm.min(m) * bn.min(n) * eo,
         (true, _) => bm.min(m) * bn.min(n) * 4.0,
     };
-    let epilogue_rate_sm = |active_sms: f64| match (c.split_k > 1, family.split_k_reduction()) {
-        (true, SplitKReduction::AtomicWorkspace) => l2_bw * ATOMIC_L2_FRACTION / active_sms,
-        _ => dram_bw / active_sms,
+    let epilogue_rate = match (c.split_k > 1, family.split_k_reduction()) {
+        (true, SplitKReduction::AtomicWorkspace) => l2_bw * ATOMIC_L2_FRACTION,
+        _ => dram_bw,
     };
     // Launch fill: the first stage's latency is exposed once per block.
     let fill = latency;
@@ -231,28 +240,26 @@ pub fn predict(
         (g.grid / slots, g.grid % slots)
     };
     let iters = g.iters as f64;
-    let mut totals = IterationTimes { compute: 0.0, smem: 0.0, l2: 0.0, dram: 0.0, latency: 0.0 };
+    let mut totals = IterationTimes { compute: 0.0, smem: 0.0, l2: 0.0, dram: 0.0, latency: 0.0, single: 0.0 };
     let mut main = 0.0;
     let mut epilogue = 0.0;
-    let mut add_wave = |resident: f64, active_sms: f64, count: f64| {
-        let it = iteration(resident, active_sms);
-        let epi = resident * epilogue_bytes_per_block / epilogue_rate_sm(active_sms);
-        let sync = ITERATION_SYNC_CYCLES / clock / resident;
-        main += count * (iters * it.total(sync) + fill);
+    let mut add_wave = |resident: f64, blocks: f64, count: f64| {
+        let it = iteration(resident, blocks);
+        let epi = blocks * epilogue_bytes_per_block / epilogue_rate;
+        main += count * (iters * it.total() + fill);
         epilogue += count * epi;
         totals.compute += count * iters * it.compute;
         totals.smem += count * iters * it.smem;
         totals.l2 += count * iters * it.l2;
         totals.dram += count * iters * it.dram;
-        totals.latency += count * (iters * (it.latency + sync) + fill);
+        totals.latency += count * (iters * it.latency.max(it.single) + fill);
     };
     if full_waves > 0 {
-        add_wave(f64::from(g.blocks_per_sm), sms, full_waves as f64);
+        add_wave(f64::from(g.blocks_per_sm), slots as f64, full_waves as f64);
     }
     if tail_blocks > 0 {
         let resident = tail_blocks.div_ceil(u64::from(arch.sm.count)) as f64;
-        let active = (tail_blocks.min(u64::from(arch.sm.count))) as f64;
-        add_wave(resident, active, 1.0);
+        add_wave(resident, tail_blocks as f64, 1.0);
     }
 
     // Split-K reduction outside the main kernel.

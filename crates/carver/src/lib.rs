@@ -42,7 +42,9 @@ pub fn recommend_hints(template: &MatmulTemplate, arch: &Arch, topk: usize) -> R
         return Err(CarverError::NoLegalConfig {
             target: template.target.to_string(),
             arch: arch.key().to_string(),
-            reason: "every configuration exceeds the shared memory, registers or threads of this GPU".into(),
+            reason: "every configuration of its space breaks a tile rule of the family or exceeds the \
+                     shared memory, registers or threads of this GPU"
+                .into(),
         });
     }
     Ok(rank::select(all, topk)

@@ -43,21 +43,43 @@ fn useful_sizes(sizes: &[u32], dim: u64) -> Vec<u32> {
 }
 
 /// Every configuration the policy keeps, priced, in no particular order.
+///
+/// Tiles larger than the problem are pruned first; a family whose smallest legal tile is still
+/// larger than a tiny problem (TileLang needs 128 threads' worth of tile) gets its whole list.
 pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Candidate> {
     let [bms, bns, bks] = family.block_sizes(p, arch);
-    let bms = useful_sizes(&bms, p.m);
-    let bns = useful_sizes(&bns, p.n);
-    let bks = useful_sizes(&bks, p.k);
+    let pruned = enumerate(
+        family,
+        p,
+        arch,
+        &useful_sizes(&bms, p.m),
+        &useful_sizes(&bns, p.n),
+        &useful_sizes(&bks, p.k),
+    );
+    if !pruned.is_empty() {
+        return pruned;
+    }
+    enumerate(family, p, arch, &bms, &bns, &bks)
+}
+
+fn enumerate(
+    family: &dyn KernelFamily,
+    p: &Problem,
+    arch: &Arch,
+    bms: &[u32],
+    bns: &[u32],
+    bks: &[u32],
+) -> Vec<Candidate> {
     let (stage_lo, stage_hi) = family.stage_range();
     let sms = u64::from(arch.sm.count);
     let mut out = Vec::new();
 
-    for &bm in &bms {
+    for &bm in bms {
         let tiles_m = p.m.div_ceil(u64::from(bm));
-        for &bn in &bns {
+        for &bn in bns {
             let tiles = tiles_m * p.n.div_ceil(u64::from(bn)) * p.batch;
             for layout in family.warp_layouts(bm, bn, p, arch) {
-                for &bk in &bks {
+                for &bk in bks {
                     let k_tiles = p.k.div_ceil(u64::from(bk));
                     for &split in family.split_ks() {
                         // Split K only when the tiles alone leave SMs idle, and keep at
@@ -65,13 +87,14 @@ pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Ca
                         if split > 1 && (tiles >= 2 * sms || k_tiles < 2 * u64::from(split)) {
                             continue;
                         }
-                        let mut groups: Vec<u32> = family
-                            .groups()
-                            .iter()
-                            .map(|&g| u64::from(g).min(tiles_m) as u32)
-                            .collect();
-                        groups.dedup();
-                        for &group in &groups {
+                        // Groups of more rows than there are behave alike: price one of them.
+                        let mut seen_effective = Vec::new();
+                        for &group in family.groups() {
+                            let effective = u64::from(group).min(tiles_m);
+                            if seen_effective.contains(&effective) {
+                                continue;
+                            }
+                            seen_effective.push(effective);
                             for &(cluster_m, cluster_n) in family.clusters() {
                                 for &persistent in family.persistence() {
                                     let base = TileConfig {

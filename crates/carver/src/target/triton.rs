@@ -16,7 +16,7 @@ use crate::template::Problem;
 pub struct TritonFamily;
 
 const BLOCKS: [u32; 5] = [16, 32, 64, 128, 256];
-const WARPS: [u32; 3] = [2, 4, 8];
+const WARPS: [u32; 4] = [1, 2, 4, 8];
 
 impl TritonFamily {
     fn layout(&self, block_m: u32, block_n: u32, warps: u32, problem: &Problem, arch: &Arch) -> Option<WarpLayout> {

@@ -1,0 +1,119 @@
+//! Invariants of the recommender, checked over random problems.
+
+use carver::target::check_config;
+use carver::{DType, Layout, MatmulTemplate, Target, recommend_hints};
+use carver_arch::{Arch, HardwareDb};
+use proptest::prelude::*;
+
+fn db() -> HardwareDb {
+    HardwareDb::embedded().expect("embedded database loads")
+}
+
+fn dim() -> impl Strategy<Value = u64> {
+    prop_oneof![1u64..=64, 1u64..=4096, 4096u64..=32768]
+}
+
+fn target() -> impl Strategy<Value = Target> {
+    prop_oneof![Just(Target::Triton), Just(Target::TileLang), Just(Target::Generic), Just(Target::CudaSm90)]
+}
+
+fn arch_key() -> impl Strategy<Value = &'static str> {
+    prop_oneof![Just("h100-sxm"), Just("a100-sxm4-80gb"), Just("l40s"), Just("rtx-4090")]
+}
+
+fn template(m: u64, n: u64, k: u64, t: Target, dtype: DType, b_col: bool) -> MatmulTemplate {
+    MatmulTemplate::new(m, n, k)
+        .with_dtype(dtype)
+        .with_target(t)
+        .with_layouts(Layout::Row, if b_col { Layout::Col } else { Layout::Row })
+}
+
+/// A copy of `arch` with DRAM and L2 bandwidth scaled by `factor`.
+fn faster_memory(arch: &Arch, factor: f64) -> Arch {
+    let mut a = arch.clone();
+    a.memory.bandwidth_bytes_per_s *= factor;
+    a.l2.bandwidth_bytes_per_s *= factor;
+    a
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    /// Every hint is legal for its target and fits the arch's shared memory, registers and threads.
+    #[test]
+    fn every_hint_is_legal_and_fits(m in dim(), n in dim(), k in dim(), t in target(), key in arch_key(),
+                                    bf16 in any::<bool>(), b_col in any::<bool>()) {
+        let db = db();
+        let arch = db.get(key).unwrap();
+        let tpl = template(m, n, k, t, if bf16 { DType::Bf16 } else { DType::F16 }, b_col);
+        let Ok(problem) = tpl.validate(arch) else {
+            // Only cuda-sm90 rejects problems here: non-Hopper archs or unaligned strides.
+            prop_assert_eq!(t, Target::CudaSm90);
+            return Ok(());
+        };
+        let hints = recommend_hints(&tpl, arch, 8).unwrap();
+        prop_assert!(!hints.is_empty() && hints.len() <= 8);
+        for (i, h) in hints.iter().enumerate() {
+            prop_assert_eq!(h.rank, i + 1);
+            let res = check_config(t.family(), &h.tile, &problem, arch);
+            prop_assert!(res.is_ok(), "illegal hint {:?}: {:?}", h.tile, res);
+            let p = &h.prediction;
+            prop_assert!(p.smem_bytes <= arch.shared_memory.per_block_optin_bytes);
+            prop_assert!(p.registers_per_thread <= arch.registers.per_thread_max);
+            prop_assert!(p.threads <= arch.sm.max_threads_per_block);
+            prop_assert!(p.blocks_per_sm >= 1);
+            prop_assert!(p.time_us.is_finite() && p.time_us > 0.0);
+            // No configuration beats the arch's own roofline.
+            let peak = arch.peak_flops(problem.class).unwrap();
+            prop_assert!(p.tflops * 1e12 <= peak * 1.0001, "{} TFLOP/s beats the peak", p.tflops);
+            // The native config parses back to the same tile.
+            let back = t.family().parse_native(&h.config, &problem, arch).unwrap();
+            prop_assert_eq!(back, h.tile);
+        }
+        // Ranked by the order `select` promises: the first is the fastest prediction.
+        let fastest = hints.iter().map(|h| h.prediction.time_us).fold(f64::INFINITY, f64::min);
+        prop_assert_eq!(hints[0].prediction.time_us, fastest);
+    }
+
+    /// The same question always gets the same answer.
+    #[test]
+    fn ranking_is_deterministic(m in dim(), n in dim(), k in dim(), t in target()) {
+        let db = db();
+        let arch = db.get("h100").unwrap();
+        let tpl = template(m, n, k, t, DType::F16, false);
+        let a = recommend_hints(&tpl, arch, 8);
+        let b = recommend_hints(&tpl, arch, 8);
+        prop_assert_eq!(a, b);
+    }
+
+    /// More memory bandwidth or more SMs never predicts a slower best configuration.
+    #[test]
+    fn more_hardware_is_never_slower(m in dim(), n in dim(), k in dim(), t in target()) {
+        let db = db();
+        let arch = db.get("h100").unwrap();
+        let tpl = template(m, n, k, t, DType::F16, false);
+        let Ok(base) = recommend_hints(&tpl, arch, 1) else { return Ok(()) };
+        let base = base[0].prediction.time_us;
+        let faster = recommend_hints(&tpl, &faster_memory(arch, 2.0), 1).unwrap()[0].prediction.time_us;
+        prop_assert!(faster <= base * (1.0 + 1e-9), "2x bandwidth: {faster} > {base}");
+        let mut more_sms = arch.clone();
+        more_sms.sm.count *= 2;
+        for p in more_sms.peak.values_mut() {
+            p.tflops *= 2.0;
+        }
+        let wider = recommend_hints(&tpl, &more_sms, 1).unwrap()[0].prediction.time_us;
+        prop_assert!(wider <= base * (1.0 + 1e-9), "2x SMs: {wider} > {base}");
+    }
+
+    /// Hints survive a JSON round trip unchanged.
+    #[test]
+    fn hints_round_trip_through_json(m in dim(), n in dim(), k in dim(), t in target()) {
+        let db = db();
+        let arch = db.get("h100").unwrap();
+        let tpl = template(m, n, k, t, DType::Bf16, false);
+        let Ok(hints) = recommend_hints(&tpl, arch, 4) else { return Ok(()) };
+        let text = serde_json::to_string(&hints).unwrap();
+        let back: Vec<carver::Hint> = serde_json::from_str(&text).unwrap();
+        prop_assert_eq!(back, hints);
+    }
+}
