@@ -26,7 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
-CONFIG_KWARGS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "SPLIT_K")
+from configs import unpack_config
+
 INT32_LIMIT = 2**31 - 1
 
 
@@ -91,61 +92,6 @@ def matmul_kernel(
         tl.atomic_add(ws_ptrs, acc, mask=c_mask, sem="relaxed")
 
 
-class ConfigError(ValueError):
-    """A config that this kernel cannot express (reported as illegal, never silently fixed)."""
-
-
-def unpack_config(config):
-    """Validate a carver-style config dict and return (kwargs, num_warps, num_stages).
-
-    Raises ConfigError naming the first problem. Triton needs power-of-two block sizes (tl.arange),
-    tl.dot needs every block dimension >= 16, and a block has at most 32 warps (1024 threads).
-    """
-    if not isinstance(config, dict) or "kwargs" not in config:
-        raise ConfigError(f"config must be a dict with 'kwargs', got {config!r}")
-    kw = config["kwargs"]
-    missing = [k for k in CONFIG_KWARGS if k not in kw]
-    extra = [k for k in kw if k not in CONFIG_KWARGS]
-    if missing or extra:
-        raise ConfigError(f"config kwargs must be exactly {CONFIG_KWARGS}; missing {missing}, unexpected {extra}")
-    for name in ("num_warps", "num_stages"):
-        if name not in config:
-            raise ConfigError(f"config lacks {name}")
-    kwargs = {k: kw[k] for k in CONFIG_KWARGS}
-    nw, ns = config["num_warps"], config["num_stages"]
-    for k, v in list(kwargs.items()) + [("num_warps", nw), ("num_stages", ns)]:
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ConfigError(f"{k}={v!r} is not a positive integer")
-    for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"):
-        v = kwargs[k]
-        if v & (v - 1):
-            raise ConfigError(f"{k}={v} is not a power of two (Triton block shapes must be)")
-        if v < 16:
-            raise ConfigError(f"{k}={v} is below 16 (tl.dot needs every dimension >= 16)")
-    if nw & (nw - 1) or nw > 32:
-        raise ConfigError(f"num_warps={nw} must be a power of two <= 32")
-    return kwargs, nw, ns
-
-
-def config_key(config):
-    """A short canonical name for a config, used to match picks against measured configs."""
-    kwargs, nw, ns = unpack_config(config)
-    return (f"BM{kwargs['BLOCK_SIZE_M']}_BN{kwargs['BLOCK_SIZE_N']}_BK{kwargs['BLOCK_SIZE_K']}"
-            f"_G{kwargs['GROUP_SIZE_M']}_SK{kwargs['SPLIT_K']}_w{nw}_s{ns}")
-
-
-def raw_config_key(config):
-    """Like config_key but never raises: illegal configs still get a stable name for reports."""
-    try:
-        return config_key(config)
-    except ConfigError:
-        kw = config.get("kwargs", {}) if isinstance(config, dict) else {}
-        return (f"BM{kw.get('BLOCK_SIZE_M')}_BN{kw.get('BLOCK_SIZE_N')}_BK{kw.get('BLOCK_SIZE_K')}"
-                f"_G{kw.get('GROUP_SIZE_M')}_SK{kw.get('SPLIT_K')}"
-                f"_w{config.get('num_warps') if isinstance(config, dict) else None}"
-                f"_s{config.get('num_stages') if isinstance(config, dict) else None}")
-
-
 def check_problem(a, b, c):
     M, K = a.shape
     K2, N = b.shape
@@ -161,9 +107,10 @@ def check_problem(a, b, c):
     return M, N, K
 
 
-def matmul(a, b, c, config, ws=None):
-    """Compute c = a @ b with one config. `ws` is an fp32 buffer of >= M*N elements, needed when
-    SPLIT_K > 1 (it is zeroed here, accumulated into by the kernel, and cast into c)."""
+def launch(a, b, c, config, ws=None):
+    """Compute c = a @ b with one config and return Triton's compiled kernel object (its n_regs,
+    n_spills and metadata.shared describe the binary). `ws` is an fp32 buffer of >= M*N elements,
+    needed when SPLIT_K > 1: it is zeroed here, accumulated into by the kernel, and cast into c."""
     kwargs, num_warps, num_stages = unpack_config(config)
     M, N, K = check_problem(a, b, c)
     bm, bn, bk = kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], kwargs["BLOCK_SIZE_K"]
@@ -176,7 +123,7 @@ def matmul(a, b, c, config, ws=None):
         ws_view.zero_()
     else:
         ws_view = c  # unused by the SPLIT_K == 1 path
-    matmul_kernel[grid](
+    compiled = matmul_kernel[grid](
         a, b, c, ws_view, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         split_k,
@@ -186,4 +133,10 @@ def matmul(a, b, c, config, ws=None):
     )
     if split_k > 1:
         c.copy_(ws_view.view(M, N))
+    return compiled
+
+
+def matmul(a, b, c, config, ws=None):
+    """c = a @ b with one config (see launch); returns c."""
+    launch(a, b, c, config, ws)
     return c
