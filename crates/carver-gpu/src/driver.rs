@@ -4,7 +4,9 @@
 //! a symbol its bindings expect). Every entry point here first checks that the library loads,
 //! and runs the calls under [`guarded`], so a machine without a GPU gets a typed error.
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Once;
 
 use carver_arch::ComputeCapability;
 use cudarc::driver::{DriverError, result, sys};
@@ -15,13 +17,37 @@ use nvml_wrapper::error::NvmlError;
 use crate::error::GpuError;
 use crate::query::{DriverQuery, NvmlQuery, format_uuid};
 
-/// Runs `f`, turning a panic inside a CUDA library binding into [`GpuError::LibraryPanicked`].
+thread_local! {
+    /// Set while this thread runs a [`guarded`] call: its panics become errors, not messages.
+    static QUIET_PANICS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Installs (once) a panic hook that stays silent for panics raised inside [`guarded`] on the
+/// same thread and hands every other panic to the hook that was there before.
+fn install_quiet_hook() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET_PANICS.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Runs `f`, turning a panic inside a CUDA library binding into [`GpuError::LibraryPanicked`]
+/// (cudarc panics when a library or one of its symbols is missing).
 pub(crate) fn guarded<T>(
     library: &'static str,
     call: &'static str,
     f: impl FnOnce() -> Result<T, GpuError>,
 ) -> Result<T, GpuError> {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    install_quiet_hook();
+    let was_quiet = QUIET_PANICS.with(|q| q.replace(true));
+    let outcome = catch_unwind(AssertUnwindSafe(f));
+    QUIET_PANICS.with(|q| q.set(was_quiet));
+    match outcome {
         Ok(result) => result,
         Err(payload) => {
             let message = payload

@@ -57,7 +57,9 @@ pub enum GpuError {
         source: cudarc::cublas::result::CublasError,
     },
 
-    #[error("{library} panicked inside {call}: {message}")]
+    #[error(
+        "{library} failed inside {call} ({message}); the installed CUDA libraries do not match what carver was built for (CUDA 13 bindings); {OFFLINE_HINT}"
+    )]
     LibraryPanicked {
         library: &'static str,
         call: &'static str,

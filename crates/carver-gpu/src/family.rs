@@ -303,8 +303,7 @@ pub fn family_for(cc: ComputeCapability) -> (&'static Family, bool) {
     }
     let older = FAMILIES
         .iter()
-        .filter(|f| f.capabilities.iter().any(|&c| c <= key))
-        .next_back();
+        .rfind(|f| f.capabilities.iter().any(|&c| c <= key));
     (older.unwrap_or(&PRE_TENSOR), false)
 }
 

@@ -21,6 +21,7 @@ mod query;
 
 pub use calibrate::{
     CalibrationOptions, CalibrationOutcome, MeasuredFigure, RateSummary, Step, calibrate,
+    compile_calibration_kernels,
 };
 pub use detect::{DetectedGpu, detect, detect_all, detect_arch, device_count};
 pub use driver::driver_present;

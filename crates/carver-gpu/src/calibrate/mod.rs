@@ -9,13 +9,13 @@ mod stats;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use carver_arch::{CALIBRATION_FORMAT, Calibration, ComputeClass, HardwareDb};
+use carver_arch::{CALIBRATION_FORMAT, Calibration, ComputeCapability, ComputeClass, HardwareDb};
 use cudarc::cublas::{CudaBlas, result as cublas_result, sys as cublas_sys};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut,
     LaunchConfig, PushKernelArg, sys,
 };
-use cudarc::nvrtc::{CompileError, CompileOptions, compile_ptx_with_opts};
+use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
 use serde::Serialize;
 
 pub use stats::{RateSummary, bf16_to_f32, dot_error, f16_to_f32, summarize};
@@ -193,6 +193,38 @@ pub fn calibrate(
     })
 }
 
+/// The calibration microbenchmarks compiled to PTX for a compute capability (the driver
+/// finishes the compilation when the module is loaded). Needs libnvrtc, not a GPU.
+pub fn compile_calibration_kernels(cc: ComputeCapability) -> Result<String, GpuError> {
+    // SAFETY: only tries to dlopen the candidate names.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(GpuError::MissingLibrary {
+            library: "libnvrtc (CUDA NVRTC)",
+            why: "calibration compiles its L2 and shared-memory microbenchmarks at run time",
+        });
+    }
+    let options = CompileOptions {
+        options: vec![
+            format!("--gpu-architecture=compute_{}", cc.sm()),
+            "-DNDEBUG".into(),
+        ],
+        name: Some("carver_calibrate.cu".into()),
+        ..Default::default()
+    };
+    let ptx = guarded("libnvrtc", "nvrtcCompileProgram", || {
+        compile_ptx_with_opts(KERNELS, options).map_err(|e| GpuError::Compile {
+            kernel: "calibration",
+            reason: match e {
+                CompileError::CompileError { nvrtc, log, .. } => {
+                    format!("{nvrtc:?}: {}", log.to_string_lossy())
+                }
+                other => other.to_string(),
+            },
+        })
+    })?;
+    Ok(ptx.to_src())
+}
+
 /// The open device, its stream and the compiled microbenchmarks.
 struct Bench {
     ctx: Arc<CudaContext>,
@@ -308,16 +340,22 @@ impl Bench {
     }
 }
 
+/// Repeated timings of the same amount of work (bytes, or TFLOP).
+struct Timings<'a> {
+    work: f64,
+    times_ms: &'a [f64],
+}
+
 fn figure(
     field: &str,
     label: &str,
     unit: &str,
-    work: f64,
-    times_ms: &[f64],
+    timings: Timings<'_>,
     spec: f64,
     spec_is_estimate: bool,
     method: String,
 ) -> Result<MeasuredFigure, GpuError> {
+    let Timings { work, times_ms } = timings;
     let s = summarize(work, times_ms).ok_or_else(|| GpuError::Implausible {
         what: "timing",
         reason: format!("{label}: CUDA events returned unusable times {times_ms:?}"),
@@ -358,24 +396,7 @@ fn measure(
     // SAFETY: every buffer below is used on `stream` alone.
     unsafe { ctx.disable_event_tracking() };
     let stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
-    let cc = arch.gpu.compute_capability;
-    let compile = CompileOptions {
-        options: vec![
-            format!("--gpu-architecture=compute_{}", cc.sm()),
-            "-DNDEBUG".into(),
-        ],
-        name: Some("carver_calibrate.cu".into()),
-        ..Default::default()
-    };
-    let ptx = compile_ptx_with_opts(KERNELS, compile).map_err(|e| GpuError::Compile {
-        kernel: "calibration",
-        reason: match e {
-            CompileError::CompileError { nvrtc, log, .. } => {
-                format!("{nvrtc:?}: {}", log.to_string_lossy())
-            }
-            other => other.to_string(),
-        },
-    })?;
+    let ptx = Ptx::from_src(compile_calibration_kernels(arch.gpu.compute_capability)?);
     let module = ctx
         .load_module(ptx)
         .map_err(driver_err("cuModuleLoadData"))?;
@@ -442,8 +463,10 @@ fn measure_dram(
         "dram_bandwidth_bytes_per_s",
         "DRAM bandwidth",
         "B/s",
-        2.0 * bytes as f64,
-        &times,
+        Timings {
+            work: 2.0 * bytes as f64,
+            times_ms: &times,
+        },
         arch.memory.bandwidth_bytes_per_s,
         arch.estimated.contains("memory.bandwidth_bytes_per_s"),
         format!(
@@ -508,8 +531,10 @@ fn measure_l2(
         "l2_bandwidth_bytes_per_s",
         "L2 bandwidth",
         "B/s",
-        (iters * bytes_per_iter) as f64,
-        &times,
+        Timings {
+            work: (iters * bytes_per_iter) as f64,
+            times_ms: &times,
+        },
         arch.l2.bandwidth_bytes_per_s,
         arch.estimated.contains("l2.bandwidth_bytes_per_s"),
         format!(
@@ -565,8 +590,10 @@ fn measure_smem(
         "smem_bandwidth_bytes_per_s",
         "shared-memory bandwidth",
         "B/s",
-        (iters * bytes_per_iter) as f64,
-        &times,
+        Timings {
+            work: (iters * bytes_per_iter) as f64,
+            times_ms: &times,
+        },
         spec,
         arch.estimated
             .contains("shared_memory.bytes_per_clock_per_sm")
@@ -662,8 +689,10 @@ fn measure_gemm(
         &format!("peak_tflops.{class}"),
         &format!("{class} tensor throughput"),
         "TFLOP/s",
-        flops / 1e12,
-        &times,
+        Timings {
+            work: flops / 1e12,
+            times_ms: &times,
+        },
         spec,
         arch.estimated.contains(&format!("peak.{class}")),
         format!(
