@@ -315,8 +315,23 @@ def measure_shape(torch, kernel, shape, entries, args, l2_bytes, timer, shape_in
             e["status"] = "verify_failed"
             e["error"] = (f"relative Frobenius error {err:.3e} >= {args.tol}" if math.isfinite(err)
                           else "non-finite output (unwritten elements stay NaN)")
+            continue
+        n_ok += 1
+        # The first call in this process loads the binary, which also inflates its event time.
+        # The timing rounds size their reps from the event time and their GPU sleep from the host
+        # cost of a warm launch, so a second, warm launch is measured unless the kernel is long
+        # and its first launch was not dominated by host work. (Long kernels keep the GPU busy
+        # while the host queues the next launch, so a rough cap on their host estimate suffices.)
+        if e["verify_event_us"] < 1000.0 or e["host_us"] > 0.5 * e["verify_event_us"]:
+            h0 = time.perf_counter()
+            ev0.record()
+            kernel.launch(A[1], B[1], Cs[1], e["config"], ws)
+            ev1.record()
+            e["host_us"] = (time.perf_counter() - h0) * 1e6
+            ev1.synchronize()
+            e["verify_event_us"] = ev0.elapsed_time(ev1) * 1e3
         else:
-            n_ok += 1
+            e["host_us"] = min(e["host_us"], 200.0)
     # cuBLAS check (informational) and host cost
     Cs[0].fill_(float("nan"))
     h0 = time.perf_counter()
@@ -367,12 +382,13 @@ def measure_shape(torch, kernel, shape, entries, args, l2_bytes, timer, shape_in
         for _ in range(10):
             cublas_launch()
         torch.cuda.synchronize()
-    if items[-1]["est"] is None:
-        ev0.record()
-        cublas_launch()
-        ev1.record()
-        ev1.synchronize()
-        items[-1]["est"] = ev0.elapsed_time(ev1) * 1e3
+    h0 = time.perf_counter()
+    ev0.record()
+    cublas_launch()
+    ev1.record()
+    items[-1]["host"] = (time.perf_counter() - h0) * 1e6
+    ev1.synchronize()
+    items[-1]["est"] = ev0.elapsed_time(ev1) * 1e3
 
     rng = random.Random(args.seed * 7919 + shape_index)
     active = list(items)
