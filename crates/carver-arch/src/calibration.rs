@@ -120,7 +120,7 @@ impl CalibrationStore {
                 }),
             }
         }
-        good.sort_by(|a, b| b.measured_at_unix_s.cmp(&a.measured_at_unix_s));
+        good.sort_by_key(|c| std::cmp::Reverse(c.measured_at_unix_s));
         (good, bad)
     }
 

@@ -88,6 +88,14 @@ fn geometry(p: &Problem, c: &TileConfig, res: Resources, arch: &Arch) -> Geometr
     }
 }
 
+/// Whether the launch order can change DRAM traffic at all: not when A and B fit in the L2
+/// together (every panel is read from DRAM once whatever the order).
+pub fn launch_order_matters(p: &Problem, arch: &Arch) -> bool {
+    let e = f64::from(p.in_bytes());
+    let inputs = (p.m as f64 * p.k as f64 + p.k as f64 * p.n as f64) * e;
+    inputs > arch.l2.size_bytes as f64 * L2_USABLE_FRACTION
+}
+
 /// Bytes of A and B the main loop pulls from DRAM, given the launch order and the L2.
 fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -> f64 {
     let e = f64::from(p.in_bytes());

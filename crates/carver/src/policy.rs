@@ -9,7 +9,7 @@
 use carver_arch::Arch;
 
 use carver_schema::{Raster, RasterOrder, TileConfig};
-use crate::cost::predict;
+use crate::cost::{launch_order_matters, predict};
 use carver_schema::Prediction;
 use crate::target::{KernelFamily, check_config};
 use crate::template::Problem;
@@ -42,6 +42,18 @@ fn useful_sizes(sizes: &[u32], dim: u64) -> Vec<u32> {
         .collect()
 }
 
+/// Reduction steps that load whole 128-byte rows (the coalescing unit), or the smallest step
+/// that covers a short K; shorter steps only add per-iteration synchronization.
+fn reduction_steps(sizes: &[u32], k: u64, elem_bytes: u32, line_bytes: u32) -> Vec<u32> {
+    let useful = useful_sizes(sizes, k);
+    let whole_rows: Vec<u32> = useful.iter().copied().filter(|&s| s * elem_bytes >= line_bytes).collect();
+    if whole_rows.is_empty() {
+        useful.iter().copied().max().into_iter().collect()
+    } else {
+        whole_rows
+    }
+}
+
 /// Every configuration the policy keeps, priced, in no particular order.
 ///
 /// Tiles larger than the problem are pruned first; a family whose smallest legal tile is still
@@ -54,7 +66,7 @@ pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Ca
         arch,
         &useful_sizes(&bms, p.m),
         &useful_sizes(&bns, p.n),
-        &useful_sizes(&bks, p.k),
+        &reduction_steps(&bks, p.k, p.in_bytes(), arch.memory.line_bytes),
     );
     if !pruned.is_empty() {
         return pruned;
@@ -72,6 +84,7 @@ fn enumerate(
 ) -> Vec<Candidate> {
     let (stage_lo, stage_hi) = family.stage_range();
     let sms = u64::from(arch.sm.count);
+    let order_matters = launch_order_matters(p, arch);
     let mut out = Vec::new();
 
     for &bm in bms {
@@ -87,10 +100,11 @@ fn enumerate(
                         if split > 1 && (tiles >= 2 * sms || k_tiles < 2 * u64::from(split)) {
                             continue;
                         }
-                        // Groups of more rows than there are behave alike: price one of them.
+                        // Groups of more rows than there are behave alike, and no order matters
+                        // when the inputs fit in the L2: price one of each class.
                         let mut seen_effective = Vec::new();
                         for &group in family.groups() {
-                            let effective = u64::from(group).min(tiles_m);
+                            let effective = if order_matters { u64::from(group).min(tiles_m) } else { 1 };
                             if seen_effective.contains(&effective) {
                                 continue;
                             }
@@ -127,6 +141,9 @@ fn enumerate(
 }
 
 /// The pipeline depth the model prefers for one structure (fewest stages among equals).
+///
+/// Legality is checked once at the shallowest depth; deeper pipelines differ only in shared
+/// memory, which grows by a fixed amount per stage, so the deepest legal one is arithmetic.
 fn best_stages(
     family: &dyn KernelFamily,
     p: &Problem,
@@ -135,16 +152,16 @@ fn best_stages(
     lo: u32,
     hi: u32,
 ) -> Option<Candidate> {
+    let shallow = TileConfig { stages: lo, ..base };
+    let res_lo = check_config(family, &shallow, p, arch).ok()?;
+    let res_next = family.resources(&TileConfig { stages: lo + 1, ..base }, p);
+    let per_stage = res_next.smem_bytes.saturating_sub(res_lo.smem_bytes);
+    let room = arch.shared_memory.per_block_optin_bytes - res_lo.smem_bytes;
+    let deepest = if per_stage == 0 { hi } else { hi.min(lo + (room / per_stage) as u32) };
     let mut best: Option<Candidate> = None;
-    for stages in lo..=hi {
+    for stages in lo..=deepest {
         let tile = TileConfig { stages, ..base };
-        let Ok(res) = check_config(family, &tile, p, arch) else {
-            // More stages only need more shared memory: stop once one does not fit.
-            if family.resources(&tile, p).smem_bytes > arch.shared_memory.per_block_optin_bytes {
-                break;
-            }
-            continue;
-        };
+        let res = family.resources(&tile, p);
         let Some(prediction) = predict(family, p, &tile, res, arch) else { continue };
         // Prefer fewer stages unless more are clearly faster (1%): deeper pipelines cost
         // occupancy and compile time for nothing when latency is already hidden.

@@ -1,0 +1,36 @@
+//! Recommendation latency: top-8 hints for single shapes, and the dev shapes in one go.
+//!
+//! `cargo bench -p carver --bench recommend`
+
+use carver::{MatmulTemplate, Target, recommend_hints};
+use carver_arch::{Arch, HardwareDb};
+
+fn main() {
+    divan::main();
+}
+
+fn h100() -> Arch {
+    HardwareDb::embedded().unwrap().get("h100").unwrap().clone()
+}
+
+const SHAPES: [(u64, u64, u64); 6] = [
+    (1, 12288, 4096),
+    (16, 12288, 4096),
+    (2048, 12288, 4096),
+    (4096, 4096, 4096),
+    (1537, 2049, 3001),
+    (65536, 256, 1024),
+];
+
+#[divan::bench(args = [Target::Triton, Target::TileLang, Target::CudaSm90, Target::Generic], sample_count = 50)]
+fn top8_per_shape(bencher: divan::Bencher, target: Target) {
+    let arch = h100();
+    let templates: Vec<MatmulTemplate> =
+        SHAPES.iter().map(|&(m, n, k)| MatmulTemplate::new(m, n, k).with_target(target)).collect();
+    let mut i = 0;
+    bencher.bench_local(|| {
+        let t = &templates[i % templates.len()];
+        i += 1;
+        recommend_hints(divan::black_box(t), &arch, 8)
+    });
+}
