@@ -137,7 +137,13 @@ fn numbered_lines(
         let mut bytes = Vec::new();
         match input.read_until(b'\n', &mut bytes) {
             Ok(0) => None,
-            Ok(_) => Some(Ok((number, bytes))),
+            Ok(_) => {
+                // The line ending is not part of the row: without it, a row cut short reads
+                // as "EOF while parsing" rather than as a stray control character.
+                let content = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+                let content = content.strip_suffix(b"\r").unwrap_or(content);
+                Some(Ok((number, content.to_vec())))
+            }
             Err(source) => Some(Err(TuneDbError::ImportRead {
                 line: number,
                 source,

@@ -70,6 +70,7 @@ pub fn open_read_write(path: &Path) -> Result<(Connection, Vec<Warning>), TuneDb
     // A second pass happens after moving a bad file aside (or seeing another process do it);
     // a third bad file in a row means something keeps writing garbage there.
     for _ in 0..3 {
+        refuse_newer_header(path)?;
         let identity = file_identity(path);
         let conn = connect(path, OpenFlags::default())?;
         match inspect(&conn).map_err(|e| sqlite(path, e))? {
@@ -103,6 +104,7 @@ pub fn open_read_only(path: &Path) -> Result<Option<Connection>, TuneDbError> {
     if !path.exists() {
         return Ok(None);
     }
+    refuse_newer_header(path)?;
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = connect(path, flags)?;
     let unusable = |reason: String| TuneDbError::Unusable {
@@ -121,6 +123,34 @@ pub fn open_read_only(path: &Path) -> Result<Option<Connection>, TuneDbError> {
             "{reason}; opening it for writing moves it aside"
         ))),
     }
+}
+
+/// Refuses a newer carver's file from its header bytes alone, before SQLite opens it: a WAL
+/// database opened by SQLite gets `-wal` and `-shm` files, and a file we refuse is one we leave
+/// exactly as it is. (While a newer carver has it open its WAL may hold a newer header than the
+/// file; `inspect` catches that case.)
+fn refuse_newer_header(path: &Path) -> Result<(), TuneDbError> {
+    let mut header = [0u8; 100];
+    let read = std::fs::File::open(path).and_then(|mut f| {
+        use std::io::Read;
+        f.read_exact(&mut header)
+    });
+    if read.is_err() || !header.starts_with(b"SQLite format 3\0") {
+        return Ok(()); // missing, short or foreign: for `inspect` to judge
+    }
+    let field = |offset: usize| {
+        i32::from_be_bytes([
+            header[offset],
+            header[offset + 1],
+            header[offset + 2],
+            header[offset + 3],
+        ])
+    };
+    let (version, application_id) = (i64::from(field(60)), field(68));
+    if application_id == APPLICATION_ID && version > SCHEMA_VERSION {
+        return Err(newer(path, version));
+    }
+    Ok(())
 }
 
 fn connect(path: &Path, flags: OpenFlags) -> Result<Connection, TuneDbError> {
@@ -149,7 +179,11 @@ fn newer(path: &Path, version: i64) -> TuneDbError {
 /// database" or "corrupt" make a file unusable; any other failure (busy, permissions, I/O) is
 /// returned as an error so that a healthy file is never moved aside by mistake.
 fn inspect(conn: &Connection) -> rusqlite::Result<Health> {
-    match inspect_unchecked(conn) {
+    // One read transaction, so that every answer comes from the same snapshot: read one by one,
+    // another process's initialisation could land in between and show its table without its
+    // application_id, which would look like a foreign file.
+    let snapshot = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Deferred)?;
+    match inspect_unchecked(&snapshot) {
         Err(e) => match e.sqlite_error_code() {
             Some(ErrorCode::NotADatabase) => {
                 Ok(Health::Unusable("is not an SQLite database".into()))
@@ -208,9 +242,20 @@ fn inspect_unchecked(conn: &Connection) -> rusqlite::Result<Health> {
 }
 
 fn enable_wal(path: &Path, conn: &Connection) -> Result<(), TuneDbError> {
-    let mode: String = conn
-        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
-        .map_err(|e| sqlite(path, e))?;
+    // Switching a fresh file to WAL needs it to itself, and SQLite answers "busy" at once
+    // rather than waiting when another process is doing the same: retry until the busy timeout.
+    let started = std::time::Instant::now();
+    let mode: String = loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)) {
+            Err(e)
+                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                    && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            result => break result.map_err(|e| sqlite(path, e))?,
+        }
+    };
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(TuneDbError::Unusable {
             path: path.to_path_buf(),
