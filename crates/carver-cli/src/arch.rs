@@ -306,3 +306,19 @@ pub fn describe(a: &Arch) -> String {
     }
     table(&["FIELD", "VALUE"], &rows)
 }
+
+/// `--arch auto`: the model of this machine's first GPU, queried live, with its calibration.
+#[cfg(feature = "gpu")]
+pub fn detect_for_planning(globals: &Globals) -> anyhow::Result<Arch> {
+    let db = globals.db()?;
+    let cache = globals.cache_dir().ok();
+    Ok(carver_gpu::detect_arch(&db, 0, cache.as_deref())?)
+}
+
+#[cfg(not(feature = "gpu"))]
+pub fn detect_for_planning(_globals: &Globals) -> anyhow::Result<Arch> {
+    anyhow::bail!(
+        "--arch auto needs live GPU detection, which this build of carver leaves out (built without \
+         the `gpu` feature); name the GPU instead, for example --arch h100"
+    )
+}

@@ -69,10 +69,14 @@ fn parse_layout(s: &str) -> Result<(Layout, Layout), String> {
     let one = |c: char| match c.to_ascii_lowercase() {
         'r' => Ok(Layout::Row),
         'c' => Ok(Layout::Col),
-        _ => Err(format!("layout `{s}`: use two letters, r (row-major) or c (column-major), for A then B, like `rr` or `rc`")),
+        _ => Err(format!(
+            "layout `{s}`: use two letters, r (row-major) or c (column-major), for A then B, like `rr` or `rc`"
+        )),
     };
     if letters.len() != 2 {
-        return Err(format!("layout `{s}`: use two letters, r or c, for A then B (like `rr` or `rc`)"));
+        return Err(format!(
+            "layout `{s}`: use two letters, r or c, for A then B (like `rr` or `rc`)"
+        ));
     }
     Ok((one(letters[0])?, one(letters[1])?))
 }
@@ -83,8 +87,7 @@ fn resolve_archs(globals: &Globals, names: &[String]) -> anyhow::Result<Vec<Arch
     for name in names {
         let name = name.trim();
         if name.eq_ignore_ascii_case("auto") {
-            // Wired to live detection once carver-gpu exposes it (issue 2, item 4).
-            anyhow::bail!("--arch auto is not available yet; name the GPU instead (for example --arch h100)");
+            out.push(crate::arch::detect_for_planning(globals)?);
         } else {
             out.push(crate::arch::resolve_with_calibration(globals, name)?);
         }
@@ -133,7 +136,11 @@ pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
             Ok(s) => s.clone(),
             Err(reason) => {
                 failures += 1;
-                let where_ = args.shapes.as_ref().map(|p| format!("{}:{}", p.display(), row.line)).unwrap_or_default();
+                let where_ = args
+                    .shapes
+                    .as_ref()
+                    .map(|p| format!("{}:{}", p.display(), row.line))
+                    .unwrap_or_default();
                 eprintln!("error: {where_}: bad shape row: {reason}");
                 continue;
             }
@@ -147,8 +154,15 @@ pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
                 Ok(h) => (h, None),
                 Err(e) => {
                     failures += 1;
-                    let label = shape.name.clone().unwrap_or_else(|| format!("{}x{}x{}", shape.m, shape.n, shape.k));
-                    let where_ = if args.shapes.is_some() { format!(" (line {})", row.line) } else { String::new() };
+                    let label = shape
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| format!("{}x{}x{}", shape.m, shape.n, shape.k));
+                    let where_ = if args.shapes.is_some() {
+                        format!(" (line {})", row.line)
+                    } else {
+                        String::new()
+                    };
                     eprintln!("error: {label}{where_} on {}: {e}", arch.key());
                     (Vec::new(), Some(e.to_string()))
                 }
@@ -186,7 +200,11 @@ pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
         })?,
         Format::Table => print_tables(&results, args.explain),
     }
-    Ok(if failures > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if failures > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `128x256x64 w8 s3 g8 sk1 wgmma`: the structure of a hint at a glance.
@@ -217,11 +235,24 @@ fn print_tables(results: &[RecommendResult], explain: bool) {
         if i > 0 {
             println!();
         }
-        let name = r.shape.name.as_deref().map(|n| format!("{n}: ")).unwrap_or_default();
+        let name = r
+            .shape
+            .name
+            .as_deref()
+            .map(|n| format!("{n}: "))
+            .unwrap_or_default();
         println!(
             "{name}M={} N={} K={} batch={} {}x{}->{} on {} (target {}), {:.0} us",
-            r.shape.m, r.shape.n, r.shape.k, r.shape.batch, r.problem.dtype_a, r.problem.dtype_b, r.problem.dtype_c,
-            r.arch, r.target, r.elapsed_us
+            r.shape.m,
+            r.shape.n,
+            r.shape.k,
+            r.shape.batch,
+            r.problem.dtype_a,
+            r.problem.dtype_b,
+            r.problem.dtype_c,
+            r.arch,
+            r.target,
+            r.elapsed_us
         );
         if let Some(e) = &r.error {
             println!("  error: {e}");
@@ -247,16 +278,34 @@ fn print_tables(results: &[RecommendResult], explain: bool) {
             .collect();
         print!(
             "{}",
-            table(&["RANK", "CONFIG", "TIME us", "TFLOP/s", "BOUND", "SMEM B", "REGS", "BLK/SM", "WAVES"], &rows)
+            table(
+                &[
+                    "RANK", "CONFIG", "TIME us", "TFLOP/s", "BOUND", "SMEM B", "REGS", "BLK/SM",
+                    "WAVES"
+                ],
+                &rows
+            )
         );
         if explain {
             for h in &r.hints {
                 let b = &h.prediction.breakdown;
                 println!(
                     "  #{} {}: compute {:.1} us, smem {:.1}, l2 {:.1}, dram {:.1}, latency {:.1}, epilogue {:.1}, split-k {:.1}, overhead {:.1}; DRAM {:.1} MB, L2 {:.1} MB; wave efficiency {:.2}, padding efficiency {:.2}; grid {}",
-                    h.rank, h.config, b.compute_us, b.smem_us, b.l2_us, b.dram_us, b.latency_us, b.epilogue_us,
-                    b.split_k_us, b.overhead_us, b.dram_bytes / 1e6, b.l2_bytes / 1e6, b.wave_efficiency,
-                    b.padding_efficiency, h.prediction.grid
+                    h.rank,
+                    h.config,
+                    b.compute_us,
+                    b.smem_us,
+                    b.l2_us,
+                    b.dram_us,
+                    b.latency_us,
+                    b.epilogue_us,
+                    b.split_k_us,
+                    b.overhead_us,
+                    b.dram_bytes / 1e6,
+                    b.l2_bytes / 1e6,
+                    b.wave_efficiency,
+                    b.padding_efficiency,
+                    h.prediction.grid
                 );
             }
         }

@@ -1,0 +1,288 @@
+//! `carver recommend` as a user runs it.
+
+use std::io::Write;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn carver() -> Command {
+    let mut cmd = Command::cargo_bin("carver").unwrap();
+    let cache = std::env::temp_dir().join("carver-recommend-cli-tests");
+    cmd.arg("--cache-dir").arg(cache);
+    cmd.env_remove("CARVER_HARDWARE_DB")
+        .env_remove("CARVER_CACHE_DIR");
+    cmd
+}
+
+fn json(cmd: &mut Command) -> serde_json::Value {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn dev_shapes() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/dev-shapes.json")
+}
+
+#[test]
+fn one_shape_as_a_table() {
+    carver()
+        .args([
+            "recommend",
+            "--arch",
+            "h100",
+            "--target",
+            "triton",
+            "--m",
+            "4096",
+            "--n",
+            "4096",
+            "--k",
+            "4096",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("RANK").and(predicate::str::contains("wgmma")));
+}
+
+#[test]
+fn json_is_versioned_and_ranked_with_triton_configs() {
+    let v = json(carver().args([
+        "recommend",
+        "--arch",
+        "h100",
+        "--target",
+        "triton",
+        "--m",
+        "16",
+        "--n",
+        "12288",
+        "--k",
+        "4096",
+        "--topk",
+        "8",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["schema_version"], 1);
+    let hints = v["results"][0]["hints"].as_array().unwrap();
+    assert_eq!(hints.len(), 8);
+    for (i, h) in hints.iter().enumerate() {
+        assert_eq!(h["rank"], i + 1);
+        let kw = &h["config"]["kwargs"];
+        for key in [
+            "BLOCK_SIZE_M",
+            "BLOCK_SIZE_N",
+            "BLOCK_SIZE_K",
+            "GROUP_SIZE_M",
+            "SPLIT_K",
+        ] {
+            assert!(kw[key].as_u64().is_some(), "{key} missing in {h}");
+        }
+        for key in ["BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"] {
+            let v = kw[key].as_u64().unwrap();
+            assert!(v >= 16 && v.is_power_of_two(), "{key} = {v}");
+        }
+        assert!(h["config"]["num_warps"].as_u64().unwrap().is_power_of_two());
+        assert!(h["prediction"]["time_us"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn tilelang_configs_have_its_parameter_names() {
+    let v = json(carver().args([
+        "recommend",
+        "--arch",
+        "a100",
+        "--target",
+        "tilelang",
+        "--m",
+        "1024",
+        "--n",
+        "1024",
+        "--k",
+        "1024",
+        "--format",
+        "json",
+    ]));
+    let cfg = &v["results"][0]["hints"][0]["config"];
+    for key in [
+        "block_M",
+        "block_N",
+        "block_K",
+        "num_stages",
+        "thread_num",
+        "enable_rasteration",
+    ] {
+        assert!(!cfg[key].is_null(), "{key} missing in {cfg}");
+    }
+}
+
+#[test]
+fn several_archs_answer_side_by_side() {
+    let v = json(carver().args([
+        "recommend",
+        "--arch",
+        "h100,a100,l40s",
+        "--target",
+        "triton",
+        "--m",
+        "512",
+        "--n",
+        "4096",
+        "--k",
+        "4096",
+        "--format",
+        "json",
+    ]));
+    let archs: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["arch"].as_str().unwrap())
+        .collect();
+    assert_eq!(archs, ["h100-sxm", "a100-sxm4-80gb", "l40s"]);
+}
+
+#[test]
+fn dev_shapes_file_gets_hints_for_every_shape() {
+    let v = json(
+        carver()
+            .args([
+                "recommend",
+                "--arch",
+                "h100",
+                "--target",
+                "triton",
+                "--format",
+                "json",
+                "--shapes",
+            ])
+            .arg(dev_shapes()),
+    );
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 22);
+    for r in results {
+        assert!(r["error"].is_null(), "{r}");
+        assert_eq!(r["hints"].as_array().unwrap().len(), 8, "{}", r["shape"]);
+        assert!(r["shape"]["name"].is_string());
+    }
+}
+
+#[test]
+fn a_bad_row_is_named_by_line_and_the_others_still_answer() {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    writeln!(
+        f,
+        "M,N,K,name\n64,64,64,ok\n0,64,64,zero\n64,x,64,text\n128,128,128,ok2"
+    )
+    .unwrap();
+    let out = carver()
+        .args([
+            "recommend",
+            "--arch",
+            "h100",
+            "--format",
+            "json",
+            "--shapes",
+        ])
+        .arg(f.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(":4: bad shape row") && stderr.contains("N = `x`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("zero (line 3)") && stderr.contains("at least 1"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["error"].is_null())
+        .map(|r| r["shape"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ok", "ok2"]);
+}
+
+#[test]
+fn bad_input_exits_non_zero_with_a_reason() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--m", "0", "--n", "8", "--k", "8"], "at least 1"),
+        (&["--m", "-3", "--n", "8", "--k", "8"], "-3"),
+        (
+            &["--m", "99999999999999", "--n", "8", "--k", "8"],
+            "exceeds",
+        ),
+        (
+            &["--m", "8", "--n", "8", "--k", "8", "--topk", "0"],
+            "--topk",
+        ),
+        (
+            &["--m", "8", "--n", "8", "--k", "8", "--target", "cutlass"],
+            "triton, tilelang, cuda-sm90, generic",
+        ),
+        (
+            &[
+                "--m", "8", "--n", "8", "--k", "8", "--dtype", "e4m3", "--arch", "a100",
+            ],
+            "fp8",
+        ),
+        (
+            &["--m", "8", "--n", "8", "--k", "8", "--dtype", "f64"],
+            "accepted",
+        ),
+        (
+            &["--m", "8", "--n", "8", "--k", "8", "--layout", "rx"],
+            "r (row-major) or c",
+        ),
+        (
+            &["--m", "8", "--n", "8", "--k", "8", "--arch", "h1000"],
+            "did you mean",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = carver().arg("recommend").args(*args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: `{needle}` not in {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn explain_prints_the_breakdown() {
+    carver()
+        .args([
+            "recommend",
+            "--arch",
+            "h100",
+            "--m",
+            "333",
+            "--n",
+            "777",
+            "--k",
+            "999",
+            "--topk",
+            "2",
+            "--explain",
+        ])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("compute").and(predicate::str::contains("wave efficiency")),
+        );
+}
