@@ -25,8 +25,10 @@ const SHAPES: [(u64, u64, u64); 6] = [
 #[divan::bench(args = [Target::Triton, Target::TileLang, Target::CudaSm90, Target::Generic], sample_count = 50)]
 fn top8_per_shape(bencher: divan::Bencher, target: Target) {
     let arch = h100();
-    let templates: Vec<MatmulTemplate> =
-        SHAPES.iter().map(|&(m, n, k)| MatmulTemplate::new(m, n, k).with_target(target)).collect();
+    let templates: Vec<MatmulTemplate> = SHAPES
+        .iter()
+        .map(|&(m, n, k)| MatmulTemplate::new(m, n, k).with_target(target))
+        .collect();
     let mut i = 0;
     bencher.bench_local(|| {
         let t = &templates[i % templates.len()];

@@ -11,7 +11,9 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     entries.sort();
-    let mut out = String::from("/// (file name, contents) of every shipped hardware description.\npub static EMBEDDED: &[(&str, &str)] = &[\n");
+    let mut out = String::from(
+        "/// (file name, contents) of every shipped hardware description.\npub static EMBEDDED: &[(&str, &str)] = &[\n",
+    );
     for path in &entries {
         println!("cargo:rerun-if-changed={}", path.display());
         let name = path.file_name().unwrap().to_string_lossy();

@@ -64,7 +64,13 @@ impl CalibrationStore {
     fn path_for(&self, uuid: &str) -> PathBuf {
         let safe: String = uuid
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         self.dir.join(format!("{safe}.json"))
     }

@@ -88,7 +88,10 @@ impl HardwareDb {
 
     /// Adds an entry, replacing one with the same key.
     pub fn insert(&mut self, arch: Arch) {
-        match self.entries.binary_search_by(|a| a.gpu.key.cmp(&arch.gpu.key)) {
+        match self
+            .entries
+            .binary_search_by(|a| a.gpu.key.cmp(&arch.gpu.key))
+        {
             Ok(i) => self.entries[i] = arch,
             Err(i) => self.entries.insert(i, arch),
         }

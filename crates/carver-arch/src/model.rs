@@ -308,7 +308,8 @@ impl fmt::Display for ComputeCapability {
 impl FromStr for ComputeCapability {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("compute capability `{s}` is not of the form MAJOR.MINOR (like \"9.0\")");
+        let bad =
+            || format!("compute capability `{s}` is not of the form MAJOR.MINOR (like \"9.0\")");
         let (a, b) = s.split_once('.').ok_or_else(bad)?;
         Ok(Self {
             major: a.trim().parse().map_err(|_| bad())?,
@@ -404,7 +405,10 @@ impl Arch {
     }
 
     /// The tensor instruction families usable for a compute class, best first.
-    pub fn instructions_for(&self, class: ComputeClass) -> impl Iterator<Item = &TensorInstruction> {
+    pub fn instructions_for(
+        &self,
+        class: ComputeClass,
+    ) -> impl Iterator<Item = &TensorInstruction> {
         self.tensor_instructions
             .iter()
             .filter(move |i| i.dtypes.contains(&class))

@@ -64,30 +64,69 @@ pub fn validate(arch: &Arch, path: &str, stem: Option<&str>) -> Result<(), ArchE
             .chars()
             .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-')
     {
-        return Err(c.fail("gpu.key", "must be non-empty lower-case letters, digits and dashes"));
+        return Err(c.fail(
+            "gpu.key",
+            "must be non-empty lower-case letters, digits and dashes",
+        ));
     }
     if let Some(stem) = stem {
         if stem != g.key {
-            return Err(c.fail("gpu.key", format!("is `{}` but the file is named `{stem}.toml`; they must match", g.key)));
+            return Err(c.fail(
+                "gpu.key",
+                format!(
+                    "is `{}` but the file is named `{stem}.toml`; they must match",
+                    g.key
+                ),
+            ));
         }
     }
     if g.name.trim().is_empty() {
         return Err(c.fail("gpu.name", "must not be empty"));
     }
     if g.sources.iter().all(|s| s.trim().is_empty()) {
-        return Err(c.fail("gpu.sources", "must cite at least one source for the figures"));
+        return Err(c.fail(
+            "gpu.sources",
+            "must cite at least one source for the figures",
+        ));
     }
-    c.range("gpu.compute_capability", g.compute_capability.major, 3, 15, "")?;
+    c.range(
+        "gpu.compute_capability",
+        g.compute_capability.major,
+        3,
+        15,
+        "",
+    )?;
 
     let sm = &arch.sm;
     c.range("sm.count", sm.count, 1, 1024, "")?;
     if sm.warp_size != 32 {
-        return Err(c.fail("sm.warp_size", format!("is {}; NVIDIA GPUs have 32", sm.warp_size)));
+        return Err(c.fail(
+            "sm.warp_size",
+            format!("is {}; NVIDIA GPUs have 32", sm.warp_size),
+        ));
     }
-    c.range("sm.boost_clock_mhz", sm.boost_clock_mhz, 300.0, 4000.0, " MHz")?;
-    c.range("sm.sustained_clock_mhz", sm.sustained_clock_mhz, 300.0, sm.boost_clock_mhz, " MHz")?;
+    c.range(
+        "sm.boost_clock_mhz",
+        sm.boost_clock_mhz,
+        300.0,
+        4000.0,
+        " MHz",
+    )?;
+    c.range(
+        "sm.sustained_clock_mhz",
+        sm.sustained_clock_mhz,
+        300.0,
+        sm.boost_clock_mhz,
+        " MHz",
+    )?;
     c.range("sm.max_threads", sm.max_threads, 256, 4096, "")?;
-    c.range("sm.max_threads_per_block", sm.max_threads_per_block, 32, sm.max_threads, "")?;
+    c.range(
+        "sm.max_threads_per_block",
+        sm.max_threads_per_block,
+        32,
+        sm.max_threads,
+        "",
+    )?;
     c.range("sm.max_blocks", sm.max_blocks, 1, 64, "")?;
     c.range("sm.tensor_cores", sm.tensor_cores, 0, 16, "")?;
 
@@ -98,7 +137,13 @@ pub fn validate(arch: &Arch, path: &str, stem: Option<&str>) -> Result<(), ArchE
     c.range("registers.allocation_unit", r.allocation_unit, 1, 1024, "")?;
 
     let s = &arch.shared_memory;
-    c.range("shared_memory.per_sm_bytes", s.per_sm_bytes, 16 * 1024, 1 << 20, " B")?;
+    c.range(
+        "shared_memory.per_sm_bytes",
+        s.per_sm_bytes,
+        16 * 1024,
+        1 << 20,
+        " B",
+    )?;
     c.range(
         "shared_memory.per_block_default_bytes",
         s.per_block_default_bytes,
@@ -113,20 +158,53 @@ pub fn validate(arch: &Arch, path: &str, stem: Option<&str>) -> Result<(), ArchE
         s.per_sm_bytes,
         " B (with the reserved bytes)",
     )?;
-    c.range("shared_memory.reserved_per_block_bytes", s.reserved_per_block_bytes, 0, 4096, " B")?;
+    c.range(
+        "shared_memory.reserved_per_block_bytes",
+        s.reserved_per_block_bytes,
+        0,
+        4096,
+        " B",
+    )?;
     if s.banks != 32 {
-        return Err(c.fail("shared_memory.banks", format!("is {}; NVIDIA GPUs have 32", s.banks)));
+        return Err(c.fail(
+            "shared_memory.banks",
+            format!("is {}; NVIDIA GPUs have 32", s.banks),
+        ));
     }
     if !matches!(s.bank_width_bytes, 4 | 8) {
         return Err(c.fail("shared_memory.bank_width_bytes", "must be 4 or 8"));
     }
-    c.range("shared_memory.bytes_per_clock_per_sm", s.bytes_per_clock_per_sm, 32, 512, " B/clk")?;
+    c.range(
+        "shared_memory.bytes_per_clock_per_sm",
+        s.bytes_per_clock_per_sm,
+        32,
+        512,
+        " B/clk",
+    )?;
 
     let m = &arch.memory;
     c.range("memory.bus_width_bits", m.bus_width_bits, 32, 16384, " bit")?;
-    c.range("memory.memory_clock_mhz", m.memory_clock_mhz, 100.0, 40000.0, " MHz")?;
-    c.range("memory.bandwidth_bytes_per_s", m.bandwidth_bytes_per_s, 1e10, 1e14, " B/s")?;
-    c.range("memory.capacity_bytes", m.capacity_bytes, 1 << 30, 1 << 42, " B")?;
+    c.range(
+        "memory.memory_clock_mhz",
+        m.memory_clock_mhz,
+        100.0,
+        40000.0,
+        " MHz",
+    )?;
+    c.range(
+        "memory.bandwidth_bytes_per_s",
+        m.bandwidth_bytes_per_s,
+        1e10,
+        1e14,
+        " B/s",
+    )?;
+    c.range(
+        "memory.capacity_bytes",
+        m.capacity_bytes,
+        1 << 30,
+        1 << 42,
+        " B",
+    )?;
     c.agrees(
         "memory.bandwidth_bytes_per_s",
         m.bandwidth_bytes_per_s,
@@ -158,12 +236,18 @@ pub fn validate(arch: &Arch, path: &str, stem: Option<&str>) -> Result<(), ArchE
             return Err(c.fail(&field, "lists no dtypes"));
         }
         if let Some(d) = ins.dtypes.iter().find(|d| !d.is_tensor()) {
-            return Err(c.fail(&field, format!("lists `{d}`, which does not run on tensor cores")));
+            return Err(c.fail(
+                &field,
+                format!("lists `{d}`, which does not run on tensor cores"),
+            ));
         }
         for (dim, e) in [("m", ins.m), ("n", ins.n)] {
             if let Extent::Range(r) = e {
                 if r.step == 0 || r.min == 0 || r.min > r.max {
-                    return Err(c.fail(&format!("{field}.{dim}"), "needs 0 < min <= max and step > 0"));
+                    return Err(c.fail(
+                        &format!("{field}.{dim}"),
+                        "needs 0 < min <= max and step > 0",
+                    ));
                 }
             } else if e.min() == 0 {
                 return Err(c.fail(&format!("{field}.{dim}"), "must be positive"));
@@ -181,14 +265,26 @@ pub fn validate(arch: &Arch, path: &str, stem: Option<&str>) -> Result<(), ArchE
 
     for (class, p) in &arch.peak {
         let field = format!("peak.{class}");
-        c.range(&format!("{field}.tflops"), p.tflops, 0.01, 100_000.0, " TFLOP/s")?;
+        c.range(
+            &format!("{field}.tflops"),
+            p.tflops,
+            0.01,
+            100_000.0,
+            " TFLOP/s",
+        )?;
         let clock = p.clock_mhz.unwrap_or(sm.sustained_clock_mhz) * 1e6;
         if class.is_tensor() {
             if arch.instructions_for(*class).next().is_none() {
-                return Err(c.fail(&field, "has a tensor-core peak but no tensor_instructions entry lists it"));
+                return Err(c.fail(
+                    &field,
+                    "has a tensor-core peak but no tensor_instructions entry lists it",
+                ));
             }
             let Some(per_tc) = p.flops_per_clock_per_tensor_core else {
-                return Err(c.fail(&field, "needs flops_per_clock_per_tensor_core (a tensor-core class)"));
+                return Err(c.fail(
+                    &field,
+                    "needs flops_per_clock_per_tensor_core (a tensor-core class)",
+                ));
             };
             let derived = f64::from(sm.count) * f64::from(sm.tensor_cores) * per_tc * clock / 1e12;
             c.agrees(
@@ -214,7 +310,8 @@ pub fn validate(arch: &Arch, path: &str, stem: Option<&str>) -> Result<(), ArchE
         return Err(c.fail("peak.fp32", "is required (every GPU has SIMT fp32)"));
     }
 
-    let as_value = toml::Value::try_from(arch).map_err(|e| c.fail("(whole file)", e.to_string()))?;
+    let as_value =
+        toml::Value::try_from(arch).map_err(|e| c.fail("(whole file)", e.to_string()))?;
     for dotted in &arch.estimated {
         let mut v = &as_value;
         for part in dotted.split('.') {

@@ -14,7 +14,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "carver", version, about = "GPU matmul kernel configurations, recommended and proven")]
+#[command(
+    name = "carver",
+    version,
+    about = "GPU matmul kernel configurations, recommended and proven"
+)]
 struct Cli {
     /// Directory of extra or overriding hardware description files (*.toml).
     #[arg(long, global = true, env = "CARVER_HARDWARE_DB", value_name = "DIR")]

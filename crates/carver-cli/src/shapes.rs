@@ -23,10 +23,15 @@ pub struct ParsedShape {
 }
 
 pub fn read_shapes(path: &Path) -> anyhow::Result<Vec<ShapeRow>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read shapes file {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read shapes file {}", path.display()))?;
     let looks_json = text.trim_start().starts_with(['{', '[']);
-    let rows = if looks_json { parse_json(&text) } else { parse_csv(&text) }
-        .with_context(|| format!("shapes file {}", path.display()))?;
+    let rows = if looks_json {
+        parse_json(&text)
+    } else {
+        parse_csv(&text)
+    }
+    .with_context(|| format!("shapes file {}", path.display()))?;
     if rows.is_empty() {
         anyhow::bail!("shapes file {} lists no shapes", path.display());
     }
@@ -36,7 +41,9 @@ pub fn read_shapes(path: &Path) -> anyhow::Result<Vec<ShapeRow>> {
 fn size(v: Option<&serde_json::Value>, key: &str) -> Result<u64, String> {
     match v {
         None => Err(format!("missing `{key}`")),
-        Some(x) => x.as_u64().ok_or_else(|| format!("`{key}` = {x} is not a non-negative integer")),
+        Some(x) => x
+            .as_u64()
+            .ok_or_else(|| format!("`{key}` = {x} is not a non-negative integer")),
     }
 }
 
@@ -90,13 +97,19 @@ fn parse_json(text: &str) -> anyhow::Result<Vec<ShapeRow>> {
         .enumerate()
         .map(|(i, item)| {
             let line = lines.get(i).copied().unwrap_or(0);
-            let get = |k: &str| item.get(k).or_else(|| item.get(k.to_ascii_lowercase().as_str()));
+            let get = |k: &str| {
+                item.get(k)
+                    .or_else(|| item.get(k.to_ascii_lowercase().as_str()))
+            };
             let parsed = (|| {
                 if !item.is_object() {
                     return Err(format!("expected an object with M, N, K, got {item}"));
                 }
                 Ok(ParsedShape {
-                    name: item.get("name").and_then(|n| n.as_str()).map(str::to_string),
+                    name: item
+                        .get("name")
+                        .and_then(|n| n.as_str())
+                        .map(str::to_string),
                     m: size(get("M"), "M")?,
                     n: size(get("N"), "N")?,
                     k: size(get("K"), "K")?,
@@ -127,7 +140,9 @@ fn parse_csv(text: &str) -> anyhow::Result<Vec<ShapeRow>> {
                 let cols = columns.as_ref().unwrap();
                 for need in ["m", "n", "k"] {
                     if !cols.iter().any(|c| c == need) {
-                        anyhow::bail!("line {line}: CSV header must have M, N and K columns (got {trimmed})");
+                        anyhow::bail!(
+                            "line {line}: CSV header must have M, N and K columns (got {trimmed})"
+                        );
                     }
                 }
                 continue;
@@ -135,19 +150,30 @@ fn parse_csv(text: &str) -> anyhow::Result<Vec<ShapeRow>> {
             columns = Some(vec!["m".into(), "n".into(), "k".into()]);
         }
         let cols = columns.as_ref().unwrap();
-        let cell = |name: &str| cols.iter().position(|c| c == name).and_then(|i| cells.get(i).copied());
+        let cell = |name: &str| {
+            cols.iter()
+                .position(|c| c == name)
+                .and_then(|i| cells.get(i).copied())
+        };
         let num = |name: &str, default: Option<u64>| -> Result<u64, String> {
             match (cell(name), default) {
-                (Some(s), _) if !s.is_empty() => {
-                    s.parse::<u64>().map_err(|_| format!("{} = `{s}` is not a non-negative integer", name.to_uppercase()))
-                }
+                (Some(s), _) if !s.is_empty() => s.parse::<u64>().map_err(|_| {
+                    format!(
+                        "{} = `{s}` is not a non-negative integer",
+                        name.to_uppercase()
+                    )
+                }),
                 (_, Some(d)) => Ok(d),
                 _ => Err(format!("missing {}", name.to_uppercase())),
             }
         };
         let parsed = (|| {
             if cells.len() < cols.len() {
-                return Err(format!("expected {} columns, got {}", cols.len(), cells.len()));
+                return Err(format!(
+                    "expected {} columns, got {}",
+                    cols.len(),
+                    cells.len()
+                ));
             }
             Ok(ParsedShape {
                 name: cell("name").filter(|s| !s.is_empty()).map(str::to_string),

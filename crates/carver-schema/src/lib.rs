@@ -56,7 +56,10 @@ impl ArchSummary {
             dram_bandwidth_bytes_per_s: arch.memory.bandwidth_bytes_per_s,
             l2_size_bytes: arch.l2.size_bytes,
             smem_per_block_optin_bytes: arch.shared_memory.per_block_optin_bytes,
-            f16_tflops: arch.peak.get(&carver_arch::ComputeClass::F16).map(|p| p.tflops),
+            f16_tflops: arch
+                .peak
+                .get(&carver_arch::ComputeClass::F16)
+                .map(|p| p.tflops),
             origin: match &arch.origin {
                 carver_arch::Origin::Embedded { .. } => "embedded",
                 carver_arch::Origin::UserFile { .. } => "user-file",

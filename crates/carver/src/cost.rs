@@ -14,10 +14,10 @@
 
 use carver_arch::{Arch, InstructionFamily};
 
-use carver_schema::TileConfig;
-use carver_schema::{Bound, Breakdown, Prediction};
 use crate::target::{KernelFamily, Resources, SplitKReduction};
 use crate::template::Problem;
+use carver_schema::TileConfig;
+use carver_schema::{Bound, Breakdown, Prediction};
 
 /// Latency of an L2 hit, in SM cycles (public microbenchmarks of Ampere and Hopper: 200-300).
 const L2_HIT_LATENCY_CYCLES: f64 = 270.0;
@@ -117,11 +117,19 @@ fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -
     let b_panel = f64::from(c.block_n).min(n) * k * e;
     // B is read again by every band of rows unless all of B (plus the band's A) stays in L2.
     let bands = g.tiles_m.div_ceil(rows) as f64;
-    let b_reads = if b_bytes / batch + rows as f64 * a_panel <= l2 { 1.0 } else { bands };
+    let b_reads = if b_bytes / batch + rows as f64 * a_panel <= l2 {
+        1.0
+    } else {
+        bands
+    };
     // A panels are reused across the waves that sweep a band unless one wave's B panels push
     // them out of the L2 first.
     let sweeps = g.tiles_n.div_ceil(cols) as f64;
-    let a_reads = if cols as f64 * b_panel + rows as f64 * a_panel <= l2 { 1.0 } else { sweeps };
+    let a_reads = if cols as f64 * b_panel + rows as f64 * a_panel <= l2 {
+        1.0
+    } else {
+        sweeps
+    };
     a_bytes * a_reads + b_bytes * b_reads
 }
 
@@ -136,7 +144,11 @@ fn mma_efficiency(c: &TileConfig, arch: &Arch, resident_warps: u32) -> f64 {
             let per_sm = arch.sm.tensor_cores.max(1);
             // Each SM sub-partition's tensor core needs a resident warp of its own.
             let used = f64::from(resident_warps.min(per_sm)) / f64::from(per_sm);
-            used * if has_wgmma { MMA_SYNC_ON_WGMMA_ARCH } else { 1.0 }
+            used * if has_wgmma {
+                MMA_SYNC_ON_WGMMA_ARCH
+            } else {
+                1.0
+            }
         }
         InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => 1.0,
     }
@@ -157,7 +169,12 @@ struct IterationTimes {
 impl IterationTimes {
     /// Resident blocks share throughput; each block's latency and sync overlap the others'.
     fn total(&self) -> f64 {
-        self.compute.max(self.smem).max(self.l2).max(self.dram).max(self.latency).max(self.single)
+        self.compute
+            .max(self.smem)
+            .max(self.l2)
+            .max(self.dram)
+            .max(self.latency)
+            .max(self.single)
     }
 }
 
@@ -177,7 +194,11 @@ pub fn predict(
     let clock = arch.sm.sustained_clock_mhz * 1e6;
     let e = f64::from(p.in_bytes());
     let eo = f64::from(p.c.bytes());
-    let (bm, bn, bk) = (f64::from(c.block_m), f64::from(c.block_n), f64::from(c.block_k));
+    let (bm, bn, bk) = (
+        f64::from(c.block_m),
+        f64::from(c.block_n),
+        f64::from(c.block_k),
+    );
     let peak = arch.peak_flops(p.class)?;
     let dram_bw = arch.dram_bandwidth();
     let l2_bw = arch.l2_bandwidth();
@@ -220,7 +241,11 @@ pub fn predict(
             smem,
             l2,
             dram,
-            latency: if c.stages <= 1 { latency + single } else { latency / stages_in_flight },
+            latency: if c.stages <= 1 {
+                latency + single
+            } else {
+                latency / stages_in_flight
+            },
             single,
         }
     };
@@ -248,7 +273,14 @@ pub fn predict(
         (g.grid / slots, g.grid % slots)
     };
     let iters = g.iters as f64;
-    let mut totals = IterationTimes { compute: 0.0, smem: 0.0, l2: 0.0, dram: 0.0, latency: 0.0, single: 0.0 };
+    let mut totals = IterationTimes {
+        compute: 0.0,
+        smem: 0.0,
+        l2: 0.0,
+        dram: 0.0,
+        latency: 0.0,
+        single: 0.0,
+    };
     let mut main = 0.0;
     let mut epilogue = 0.0;
     let mut add_wave = |resident: f64, blocks: f64, count: f64| {
@@ -333,7 +365,11 @@ pub fn predict(
             overhead_us: overhead * us,
             dram_bytes: dram_total,
             l2_bytes: l2_mainloop,
-            wave_efficiency: if waves > 0.0 { waves / waves.ceil() } else { 1.0 },
+            wave_efficiency: if waves > 0.0 {
+                waves / waves.ceil()
+            } else {
+                1.0
+            },
             padding_efficiency: (m * n * k) / padded,
         },
     })

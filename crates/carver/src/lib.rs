@@ -31,7 +31,11 @@ pub use target::{KernelFamily, Target};
 pub use template::{MatmulTemplate, Problem};
 
 /// The `topk` best configurations of the template's target for `arch`, best first.
-pub fn recommend_hints(template: &MatmulTemplate, arch: &Arch, topk: usize) -> Result<Vec<Hint>, CarverError> {
+pub fn recommend_hints(
+    template: &MatmulTemplate,
+    arch: &Arch,
+    topk: usize,
+) -> Result<Vec<Hint>, CarverError> {
     if topk == 0 {
         return Err(CarverError::ZeroTopk);
     }
@@ -42,9 +46,10 @@ pub fn recommend_hints(template: &MatmulTemplate, arch: &Arch, topk: usize) -> R
         return Err(CarverError::NoLegalConfig {
             target: template.target.to_string(),
             arch: arch.key().to_string(),
-            reason: "every configuration of its space breaks a tile rule of the family or exceeds the \
+            reason:
+                "every configuration of its space breaks a tile rule of the family or exceeds the \
                      shared memory, registers or threads of this GPU"
-                .into(),
+                    .into(),
         });
     }
     Ok(rank::select(all, topk)
@@ -73,7 +78,9 @@ pub fn predict_native(
         arch: arch.key().to_string(),
         reason,
     };
-    let tile = family.parse_native(native, &problem, arch).map_err(illegal)?;
+    let tile = family
+        .parse_native(native, &problem, arch)
+        .map_err(illegal)?;
     let res = target::check_config(family, &tile, &problem, arch).map_err(illegal)?;
     let prediction = cost::predict(family, &problem, &tile, res, arch)
         .ok_or_else(|| illegal("no block of this configuration fits on an SM".into()))?;

@@ -8,11 +8,11 @@
 
 use carver_arch::Arch;
 
-use carver_schema::{Raster, RasterOrder, TileConfig};
 use crate::cost::{launch_order_matters, predict};
-use carver_schema::Prediction;
 use crate::target::{KernelFamily, check_config};
 use crate::template::Problem;
+use carver_schema::Prediction;
+use carver_schema::{Raster, RasterOrder, TileConfig};
 
 /// Largest fraction of a padded tile grid that may be padding (unless no tile does better).
 pub const MAX_PADDING_WASTE: f64 = 0.5;
@@ -34,7 +34,10 @@ fn useful_sizes(sizes: &[u32], dim: u64) -> Vec<u32> {
         let padded = dim.div_ceil(u64::from(s)) * u64::from(s);
         (padded - dim) as f64 / padded as f64
     };
-    let smallest_waste = sorted.iter().map(|&s| waste(s)).fold(f64::INFINITY, f64::min);
+    let smallest_waste = sorted
+        .iter()
+        .map(|&s| waste(s))
+        .fold(f64::INFINITY, f64::min);
     sorted
         .into_iter()
         .filter(|&s| cover.is_none_or(|c| s <= c))
@@ -46,7 +49,11 @@ fn useful_sizes(sizes: &[u32], dim: u64) -> Vec<u32> {
 /// that covers a short K; shorter steps only add per-iteration synchronization.
 fn reduction_steps(sizes: &[u32], k: u64, elem_bytes: u32, line_bytes: u32) -> Vec<u32> {
     let useful = useful_sizes(sizes, k);
-    let whole_rows: Vec<u32> = useful.iter().copied().filter(|&s| s * elem_bytes >= line_bytes).collect();
+    let whole_rows: Vec<u32> = useful
+        .iter()
+        .copied()
+        .filter(|&s| s * elem_bytes >= line_bytes)
+        .collect();
     if whole_rows.is_empty() {
         useful.iter().copied().max().into_iter().collect()
     } else {
@@ -104,7 +111,11 @@ fn enumerate(
                         // when the inputs fit in the L2: price one of each class.
                         let mut seen_effective = Vec::new();
                         for &group in family.groups() {
-                            let effective = if order_matters { u64::from(group).min(tiles_m) } else { 1 };
+                            let effective = if order_matters {
+                                u64::from(group).min(tiles_m)
+                            } else {
+                                1
+                            };
                             if seen_effective.contains(&effective) {
                                 continue;
                             }
@@ -119,14 +130,19 @@ fn enumerate(
                                         warps_n: layout.warps_n,
                                         producer_warps: layout.producer_warps,
                                         stages: stage_lo,
-                                        raster: Raster { order: RasterOrder::GroupedRows, group },
+                                        raster: Raster {
+                                            order: RasterOrder::GroupedRows,
+                                            group,
+                                        },
                                         split_k: split,
                                         cluster_m,
                                         cluster_n,
                                         persistent,
                                         mma: layout.mma,
                                     };
-                                    if let Some(best) = best_stages(family, p, arch, base, stage_lo, stage_hi) {
+                                    if let Some(best) =
+                                        best_stages(family, p, arch, base, stage_lo, stage_hi)
+                                    {
                                         out.push(best);
                                     }
                                 }
@@ -154,18 +170,33 @@ fn best_stages(
 ) -> Option<Candidate> {
     let shallow = TileConfig { stages: lo, ..base };
     let res_lo = check_config(family, &shallow, p, arch).ok()?;
-    let res_next = family.resources(&TileConfig { stages: lo + 1, ..base }, p);
+    let res_next = family.resources(
+        &TileConfig {
+            stages: lo + 1,
+            ..base
+        },
+        p,
+    );
     let per_stage = res_next.smem_bytes.saturating_sub(res_lo.smem_bytes);
     let room = arch.shared_memory.per_block_optin_bytes - res_lo.smem_bytes;
-    let deepest = if per_stage == 0 { hi } else { hi.min(lo + (room / per_stage) as u32) };
+    let deepest = if per_stage == 0 {
+        hi
+    } else {
+        hi.min(lo + (room / per_stage) as u32)
+    };
     let mut best: Option<Candidate> = None;
     for stages in lo..=deepest {
         let tile = TileConfig { stages, ..base };
         let res = family.resources(&tile, p);
-        let Some(prediction) = predict(family, p, &tile, res, arch) else { continue };
+        let Some(prediction) = predict(family, p, &tile, res, arch) else {
+            continue;
+        };
         // Prefer fewer stages unless more are clearly faster (1%): deeper pipelines cost
         // occupancy and compile time for nothing when latency is already hidden.
-        if best.as_ref().is_none_or(|b| prediction.time_us < b.prediction.time_us * 0.99) {
+        if best
+            .as_ref()
+            .is_none_or(|b| prediction.time_us < b.prediction.time_us * 0.99)
+        {
             best = Some(Candidate { tile, prediction });
         }
     }

@@ -71,7 +71,10 @@ pub fn select(mut all: Vec<Candidate>, topk: usize) -> Vec<Candidate> {
             if t > best * (1.0 + DIVERSITY_WINDOW) && i > 0 {
                 break;
             }
-            let closest = picked.iter().map(|p| similarity(p, cand)).fold(0.0, f64::max);
+            let closest = picked
+                .iter()
+                .map(|p| similarity(p, cand))
+                .fold(0.0, f64::max);
             let score = t * (1.0 + SIMILARITY_PENALTY * closest);
             if score < choice_score {
                 choice_score = score;

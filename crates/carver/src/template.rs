@@ -92,7 +92,12 @@ impl MatmulTemplate {
 
     /// Checks the template against the arch and returns the validated problem.
     pub fn validate(&self, arch: &Arch) -> Result<Problem, CarverError> {
-        for (name, v) in [("M", self.m), ("N", self.n), ("K", self.k), ("batch", self.batch)] {
+        for (name, v) in [
+            ("M", self.m),
+            ("N", self.n),
+            ("K", self.k),
+            ("batch", self.batch),
+        ] {
             if v == 0 {
                 return Err(CarverError::InvalidShape(format!(
                     "{name} is 0; every size must be at least 1"
@@ -119,8 +124,8 @@ impl MatmulTemplate {
         elems(self.k, self.n, "B")?;
         elems(self.m, self.n, "C")?;
 
-        let same_family = self.dtype_a == self.dtype_b
-            || (self.dtype_a.is_fp8() && self.dtype_b.is_fp8());
+        let same_family =
+            self.dtype_a == self.dtype_b || (self.dtype_a.is_fp8() && self.dtype_b.is_fp8());
         if !same_family {
             return Err(CarverError::UnsupportedDtype {
                 dtype: format!("{} x {}", self.dtype_a, self.dtype_b),
@@ -138,13 +143,17 @@ impl MatmulTemplate {
             return Err(CarverError::UnsupportedDtype {
                 dtype: format!("{} with {} accumulation", self.dtype_a, self.dtype_acc),
                 arch: arch.key().to_string(),
-                reason: "accepted: f16/bf16/f32/tf32/fp8 inputs with f32 accumulation (f16 may also \
+                reason:
+                    "accepted: f16/bf16/f32/tf32/fp8 inputs with f32 accumulation (f16 may also \
                          accumulate in f16), i8 inputs with i32 accumulation"
-                    .into(),
+                        .into(),
             });
         }
         let c_ok = match self.dtype_a {
-            DType::I8 => matches!(self.dtype_c, DType::I32 | DType::I8 | DType::F16 | DType::Bf16),
+            DType::I8 => matches!(
+                self.dtype_c,
+                DType::I32 | DType::I8 | DType::F16 | DType::Bf16
+            ),
             _ => matches!(self.dtype_c, DType::F16 | DType::Bf16 | DType::F32),
         };
         if !c_ok {
@@ -194,7 +203,9 @@ impl MatmulTemplate {
             class,
             aligned_a: self.aligned_a.unwrap_or(aligned(lda, self.dtype_a.bytes())),
             aligned_b: self.aligned_b.unwrap_or(aligned(ldb, self.dtype_b.bytes())),
-            aligned_c: self.aligned_c.unwrap_or(aligned(self.n, self.dtype_c.bytes())),
+            aligned_c: self
+                .aligned_c
+                .unwrap_or(aligned(self.n, self.dtype_c.bytes())),
         };
         self.target.family().check_problem(&problem, arch)?;
         Ok(problem)

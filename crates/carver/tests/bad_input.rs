@@ -22,8 +22,12 @@ fn oversized_and_overflowing_sizes_are_rejected() {
     assert!(err.to_string().contains("exceeds"), "{err}");
     let err = recommend_hints(&MatmulTemplate::new(1 << 30, 1 << 30, 16), &h100(), 8).unwrap_err();
     assert!(err.to_string().contains("2^40"), "{err}");
-    let err = recommend_hints(&MatmulTemplate::new(1 << 20, 1 << 20, 1 << 20).with_batch(1 << 30), &h100(), 8)
-        .unwrap_err();
+    let err = recommend_hints(
+        &MatmulTemplate::new(1 << 20, 1 << 20, 1 << 20).with_batch(1 << 30),
+        &h100(),
+        8,
+    )
+    .unwrap_err();
     assert!(matches!(err, CarverError::InvalidShape(_)), "{err}");
 }
 
@@ -31,21 +35,36 @@ fn oversized_and_overflowing_sizes_are_rejected() {
 fn fp8_on_an_a100_is_rejected_with_what_it_supports() {
     let db = HardwareDb::embedded().unwrap();
     let a100 = db.get("a100").unwrap();
-    let err = recommend_hints(&MatmulTemplate::new(128, 128, 128).with_dtype(DType::E4m3), a100, 8).unwrap_err();
+    let err = recommend_hints(
+        &MatmulTemplate::new(128, 128, 128).with_dtype(DType::E4m3),
+        a100,
+        8,
+    )
+    .unwrap_err();
     let text = err.to_string();
-    assert!(matches!(err, CarverError::UnsupportedDtype { .. }), "{text}");
+    assert!(
+        matches!(err, CarverError::UnsupportedDtype { .. }),
+        "{text}"
+    );
     assert!(text.contains("fp8") && text.contains("bf16"), "{text}");
 }
 
 #[test]
 fn zero_topk_is_rejected() {
-    assert_eq!(recommend_hints(&MatmulTemplate::new(64, 64, 64), &h100(), 0).unwrap_err(), CarverError::ZeroTopk);
+    assert_eq!(
+        recommend_hints(&MatmulTemplate::new(64, 64, 64), &h100(), 0).unwrap_err(),
+        CarverError::ZeroTopk
+    );
 }
 
 #[test]
 fn unknown_target_lists_the_accepted_ones() {
     let err = "cutlass".parse::<Target>().unwrap_err();
-    assert!(err.to_string().contains("triton, tilelang, cuda-sm90, generic"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("triton, tilelang, cuda-sm90, generic"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -63,15 +82,28 @@ fn cuda_sm90_refuses_what_it_cannot_run() {
     let err = recommend_hints(&tpl, db.get("a100").unwrap(), 8).unwrap_err();
     assert!(err.to_string().contains("wgmma"), "{err}");
     // K = 999 bf16: row stride of A is 1998 bytes, not a multiple of 16: TMA cannot load it.
-    let tpl = MatmulTemplate::new(333, 777, 999).with_dtype(DType::Bf16).with_target(Target::CudaSm90);
+    let tpl = MatmulTemplate::new(333, 777, 999)
+        .with_dtype(DType::Bf16)
+        .with_target(Target::CudaSm90);
     let err = recommend_hints(&tpl, &h100(), 8).unwrap_err();
     assert!(err.to_string().contains("16 bytes"), "{err}");
 }
 
 #[test]
 fn unaligned_and_tiny_shapes_still_get_hints_for_triton() {
-    for (m, n, k) in [(1, 1, 1), (333, 777, 999), (1537, 2049, 3001), (4096, 4096, 96), (65536, 256, 1024)] {
-        let hints = recommend_hints(&MatmulTemplate::new(m, n, k).with_target(Target::Triton), &h100(), 8).unwrap();
+    for (m, n, k) in [
+        (1, 1, 1),
+        (333, 777, 999),
+        (1537, 2049, 3001),
+        (4096, 4096, 96),
+        (65536, 256, 1024),
+    ] {
+        let hints = recommend_hints(
+            &MatmulTemplate::new(m, n, k).with_target(Target::Triton),
+            &h100(),
+            8,
+        )
+        .unwrap();
         assert!(!hints.is_empty(), "{m}x{n}x{k}");
     }
 }

@@ -14,11 +14,21 @@ fn dim() -> impl Strategy<Value = u64> {
 }
 
 fn target() -> impl Strategy<Value = Target> {
-    prop_oneof![Just(Target::Triton), Just(Target::TileLang), Just(Target::Generic), Just(Target::CudaSm90)]
+    prop_oneof![
+        Just(Target::Triton),
+        Just(Target::TileLang),
+        Just(Target::Generic),
+        Just(Target::CudaSm90)
+    ]
 }
 
 fn arch_key() -> impl Strategy<Value = &'static str> {
-    prop_oneof![Just("h100-sxm"), Just("a100-sxm4-80gb"), Just("l40s"), Just("rtx-4090")]
+    prop_oneof![
+        Just("h100-sxm"),
+        Just("a100-sxm4-80gb"),
+        Just("l40s"),
+        Just("rtx-4090")
+    ]
 }
 
 fn template(m: u64, n: u64, k: u64, t: Target, dtype: DType, b_col: bool) -> MatmulTemplate {

@@ -8,9 +8,9 @@ use super::{
     KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
     mma_sync_warps, pick_mma, wgmma_warps,
 };
-use carver_schema::{Raster, RasterOrder, TileConfig};
 use crate::error::CarverError;
 use crate::template::Problem;
+use carver_schema::{Raster, RasterOrder, TileConfig};
 
 pub struct GenericFamily;
 
@@ -27,25 +27,45 @@ impl KernelFamily for GenericFamily {
     }
 
     fn block_sizes(&self, problem: &Problem, arch: &Arch) -> [Vec<u32>; 3] {
-        let k_step = arch.instructions_for(problem.class).map(|i| i.k).max().unwrap_or(16);
-        let ks = [16, 32, 64, 128].into_iter().filter(|&k| k % k_step == 0 && k * problem.in_bytes() >= 32).collect();
+        let k_step = arch
+            .instructions_for(problem.class)
+            .map(|i| i.k)
+            .max()
+            .unwrap_or(16);
+        let ks = [16, 32, 64, 128]
+            .into_iter()
+            .filter(|&k| k % k_step == 0 && k * problem.in_bytes() >= 32)
+            .collect();
         [BLOCKS_MN.to_vec(), BLOCKS_MN.to_vec(), ks]
     }
 
-    fn warp_layouts(&self, block_m: u32, block_n: u32, problem: &Problem, arch: &Arch) -> Vec<WarpLayout> {
+    fn warp_layouts(
+        &self,
+        block_m: u32,
+        block_n: u32,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Vec<WarpLayout> {
         let mut out = Vec::new();
         for &w in &WARPS {
             if w * 256 > block_m * block_n {
                 continue;
             }
             let wgmma_ok = w % 4 == 0 && block_m % 64 == 0;
-            let Some(mma) = pick_mma(arch, problem, wgmma_ok) else { continue };
+            let Some(mma) = pick_mma(arch, problem, wgmma_ok) else {
+                continue;
+            };
             let (wm, wn) = match mma {
                 InstructionFamily::Wgmma => wgmma_warps(block_m, w),
                 _ => mma_sync_warps(block_m, block_n, w),
             };
             if wm * wn == w && block_m % (wm * 16) == 0 && block_n % (wn * 8) == 0 {
-                out.push(WarpLayout { warps_m: wm, warps_n: wn, producer_warps: 0, mma });
+                out.push(WarpLayout {
+                    warps_m: wm,
+                    warps_n: wn,
+                    producer_warps: 0,
+                    mma,
+                });
             }
         }
         out
@@ -68,7 +88,11 @@ impl KernelFamily for GenericFamily {
     }
 
     fn load_path(&self, arch: &Arch) -> LoadPath {
-        if arch.gpu.compute_capability.major >= 9 { LoadPath::Tma } else { LoadPath::CpAsync }
+        if arch.gpu.compute_capability.major >= 9 {
+            LoadPath::Tma
+        } else {
+            LoadPath::CpAsync
+        }
     }
 
     fn split_k_reduction(&self) -> SplitKReduction {
@@ -78,7 +102,10 @@ impl KernelFamily for GenericFamily {
     fn resources(&self, c: &TileConfig, problem: &Problem) -> Resources {
         let e = u64::from(problem.in_bytes());
         Resources {
-            smem_bytes: u64::from(c.stages) * u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e,
+            smem_bytes: u64::from(c.stages)
+                * u64::from(c.block_m + c.block_n)
+                * u64::from(c.block_k)
+                * e,
             registers_per_thread: accumulator_registers(c, problem) + 40,
         }
     }
@@ -87,10 +114,20 @@ impl KernelFamily for GenericFamily {
         let ins = arch
             .instructions_for(problem.class)
             .find(|i| i.family == c.mma)
-            .ok_or_else(|| format!("{} has no {} instruction for {}", arch.gpu.key, c.mma, problem.class))?;
+            .ok_or_else(|| {
+                format!(
+                    "{} has no {} instruction for {}",
+                    arch.gpu.key, c.mma, problem.class
+                )
+            })?;
         let (wm, wn) = c.warp_tile();
-        let m_unit = if c.mma == InstructionFamily::Wgmma { 16 } else { ins.m.min() };
-        if wm == 0 || wm % m_unit != 0 || wn == 0 || wn % ins.n.min() != 0 || c.block_k % ins.k != 0 {
+        let m_unit = if c.mma == InstructionFamily::Wgmma {
+            16
+        } else {
+            ins.m.min()
+        };
+        if wm == 0 || wm % m_unit != 0 || wn == 0 || wn % ins.n.min() != 0 || c.block_k % ins.k != 0
+        {
             return Err(format!(
                 "warp tile {wm} x {wn} x {} is not a multiple of the {} shape",
                 c.block_k, c.mma
@@ -116,11 +153,22 @@ impl KernelFamily for GenericFamily {
         })
     }
 
-    fn parse_native(&self, v: &serde_json::Value, problem: &Problem, arch: &Arch) -> Result<TileConfig, String> {
+    fn parse_native(
+        &self,
+        v: &serde_json::Value,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Result<TileConfig, String> {
         let pair = |key: &str| -> Result<(u32, u32), String> {
-            let a = v.get(key).and_then(|x| x.as_array()).ok_or_else(|| format!("missing `{key}`"))?;
+            let a = v
+                .get(key)
+                .and_then(|x| x.as_array())
+                .ok_or_else(|| format!("missing `{key}`"))?;
             let get = |i: usize| {
-                a.get(i).and_then(|x| x.as_u64()).map(|x| x as u32).ok_or_else(|| format!("bad `{key}`"))
+                a.get(i)
+                    .and_then(|x| x.as_u64())
+                    .map(|x| x as u32)
+                    .ok_or_else(|| format!("bad `{key}`"))
             };
             Ok((get(0)?, get(1).unwrap_or(1)))
         };
@@ -131,8 +179,12 @@ impl KernelFamily for GenericFamily {
         let warps_m = block_m / warp_m.max(1);
         let warps_n = block_n / warp_n.max(1);
         let num = |k: &str, d: u64| v.get(k).and_then(|x| x.as_u64()).unwrap_or(d) as u32;
-        let mma = pick_mma(arch, problem, (warps_m * warps_n) % 4 == 0 && block_m % 64 == 0)
-            .ok_or("no tensor instruction for this dtype")?;
+        let mma = pick_mma(
+            arch,
+            problem,
+            (warps_m * warps_n) % 4 == 0 && block_m % 64 == 0,
+        )
+        .ok_or("no tensor instruction for this dtype")?;
         Ok(TileConfig {
             block_m,
             block_n,
@@ -143,7 +195,10 @@ impl KernelFamily for GenericFamily {
             stages: num("pipeline_stage", 2),
             raster: Raster {
                 order: RasterOrder::GroupedRows,
-                group: v.pointer("/rasterization_plan/group").and_then(|x| x.as_u64()).unwrap_or(1) as u32,
+                group: v
+                    .pointer("/rasterization_plan/group")
+                    .and_then(|x| x.as_u64())
+                    .unwrap_or(1) as u32,
             },
             split_k: num("split_k", 1),
             cluster_m,

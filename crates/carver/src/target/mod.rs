@@ -12,9 +12,9 @@ use std::str::FromStr;
 use carver_arch::{Arch, InstructionFamily};
 use serde::{Deserialize, Serialize};
 
-use carver_schema::TileConfig;
 use crate::error::CarverError;
 use crate::template::Problem;
+use carver_schema::TileConfig;
 
 pub use generic::GenericFamily;
 pub use sm90::{Sm90Family, Sm90Params};
@@ -123,7 +123,13 @@ pub trait KernelFamily: Sync {
     fn block_sizes(&self, problem: &Problem, arch: &Arch) -> [Vec<u32>; 3];
 
     /// Warp arrangements for a block tile.
-    fn warp_layouts(&self, block_m: u32, block_n: u32, problem: &Problem, arch: &Arch) -> Vec<WarpLayout>;
+    fn warp_layouts(
+        &self,
+        block_m: u32,
+        block_n: u32,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Vec<WarpLayout>;
 
     /// Pipeline depths the family can express.
     fn stage_range(&self) -> (u32, u32);
@@ -149,13 +155,23 @@ pub trait KernelFamily: Sync {
     fn resources(&self, config: &TileConfig, problem: &Problem) -> Resources;
 
     /// Family-specific legality beyond the hardware limits checked by [`check_fits`].
-    fn check_rules(&self, config: &TileConfig, problem: &Problem, arch: &Arch) -> Result<(), String>;
+    fn check_rules(
+        &self,
+        config: &TileConfig,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Result<(), String>;
 
     /// The configuration in the family's own parameter names.
     fn native(&self, config: &TileConfig) -> serde_json::Value;
 
     /// Parses the family's own parameter dict back into a configuration.
-    fn parse_native(&self, value: &serde_json::Value, problem: &Problem, arch: &Arch) -> Result<TileConfig, String>;
+    fn parse_native(
+        &self,
+        value: &serde_json::Value,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Result<TileConfig, String>;
 }
 
 /// Whether a configuration is legal: family rules plus the arch's hardware limits.
@@ -187,7 +203,10 @@ pub fn check_fits(config: &TileConfig, res: Resources, arch: &Arch) -> Result<()
     }
     let threads = config.threads();
     if threads > arch.sm.max_threads_per_block {
-        return Err(format!("{threads} threads exceed {} per block", arch.sm.max_threads_per_block));
+        return Err(format!(
+            "{threads} threads exceed {} per block",
+            arch.sm.max_threads_per_block
+        ));
     }
     let regs_block = u64::from(res.registers_per_thread) * u64::from(threads);
     if regs_block > u64::from(arch.registers.per_block) {
@@ -201,8 +220,15 @@ pub fn check_fits(config: &TileConfig, res: Resources, arch: &Arch) -> Result<()
 
 /// The tensor instruction family a block uses, given what the arch offers: `wgmma` when the
 /// arch has it for this class and the layout allows it, else `mma.sync`.
-pub(crate) fn pick_mma(arch: &Arch, problem: &Problem, wgmma_possible: bool) -> Option<InstructionFamily> {
-    let families: Vec<InstructionFamily> = arch.instructions_for(problem.class).map(|i| i.family).collect();
+pub(crate) fn pick_mma(
+    arch: &Arch,
+    problem: &Problem,
+    wgmma_possible: bool,
+) -> Option<InstructionFamily> {
+    let families: Vec<InstructionFamily> = arch
+        .instructions_for(problem.class)
+        .map(|i| i.family)
+        .collect();
     if wgmma_possible && families.contains(&InstructionFamily::Wgmma) {
         Some(InstructionFamily::Wgmma)
     } else if families.contains(&InstructionFamily::MmaSync) {

@@ -9,10 +9,10 @@ use carver_arch::{Arch, InstructionFamily};
 use serde::{Deserialize, Serialize};
 
 use super::{KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout};
-use carver_schema::{Raster, RasterOrder, TileConfig};
 use crate::dtype::{DType, Layout};
 use crate::error::CarverError;
 use crate::template::Problem;
+use carver_schema::{Raster, RasterOrder, TileConfig};
 
 pub struct Sm90Family;
 
@@ -90,7 +90,10 @@ impl KernelFamily for Sm90Family {
                 reason,
             })
         };
-        if !arch.instructions_for(p.class).any(|i| i.family == InstructionFamily::Wgmma) {
+        if !arch
+            .instructions_for(p.class)
+            .any(|i| i.family == InstructionFamily::Wgmma)
+        {
             return fail(format!(
                 "it needs wgmma (compute capability 9.0); {} is {}",
                 arch.gpu.key, arch.gpu.compute_capability
@@ -126,7 +129,13 @@ impl KernelFamily for Sm90Family {
         ]
     }
 
-    fn warp_layouts(&self, block_m: u32, _block_n: u32, _p: &Problem, _arch: &Arch) -> Vec<WarpLayout> {
+    fn warp_layouts(
+        &self,
+        block_m: u32,
+        _block_n: u32,
+        _p: &Problem,
+        _arch: &Arch,
+    ) -> Vec<WarpLayout> {
         [1u32, 2]
             .into_iter()
             .filter(|&c| block_m % (64 * c) == 0)
@@ -169,7 +178,8 @@ impl KernelFamily for Sm90Family {
 
     fn resources(&self, c: &TileConfig, p: &Problem) -> Resources {
         let e = u64::from(p.in_bytes());
-        let ring = u64::from(c.stages) * u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e;
+        let ring =
+            u64::from(c.stages) * u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e;
         // Two mbarriers (full, empty) of 8 bytes per stage, padded to the 1 KiB the 128-byte
         // swizzle needs for alignment of the ring.
         let barriers = 1024;
@@ -184,10 +194,15 @@ impl KernelFamily for Sm90Family {
     fn check_rules(&self, c: &TileConfig, p: &Problem, _arch: &Arch) -> Result<(), String> {
         let params = Sm90Params::from_tile(c);
         if c.mma != InstructionFamily::Wgmma || c.warps_n != 1 || c.producer_warps != 4 {
-            return Err("cuda-sm90 uses one producer warpgroup and wgmma consumer warpgroups".into());
+            return Err(
+                "cuda-sm90 uses one producer warpgroup and wgmma consumer warpgroups".into(),
+            );
         }
         if !(1..=2).contains(&params.consumers) || c.warps_m % 4 != 0 {
-            return Err(format!("{} consumer warpgroups; accepted: 1, 2", params.consumers));
+            return Err(format!(
+                "{} consumer warpgroups; accepted: 1, 2",
+                params.consumers
+            ));
         }
         if params.rows_per_consumer() % 64 != 0 {
             return Err(format!(
@@ -196,7 +211,10 @@ impl KernelFamily for Sm90Family {
             ));
         }
         if c.block_n % 16 != 0 || !(16..=256).contains(&c.block_n) {
-            return Err(format!("block_n = {}; accepted: multiples of 16 up to 256", c.block_n));
+            return Err(format!(
+                "block_n = {}; accepted: multiples of 16 up to 256",
+                c.block_n
+            ));
         }
         if c.block_k * p.in_bytes() != SWIZZLE_BYTES {
             return Err(format!(
@@ -225,7 +243,12 @@ impl KernelFamily for Sm90Family {
         serde_json::to_value(Sm90Params::from_tile(c)).expect("params serialize")
     }
 
-    fn parse_native(&self, v: &serde_json::Value, _p: &Problem, _arch: &Arch) -> Result<TileConfig, String> {
+    fn parse_native(
+        &self,
+        v: &serde_json::Value,
+        _p: &Problem,
+        _arch: &Arch,
+    ) -> Result<TileConfig, String> {
         let params: Sm90Params = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
         Ok(params.to_tile())
     }

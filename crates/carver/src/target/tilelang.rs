@@ -8,9 +8,9 @@ use super::{
     KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
     field_u32, mma_sync_warps, pick_mma, wgmma_warps,
 };
-use carver_schema::{Raster, RasterOrder, TileConfig};
 use crate::error::CarverError;
 use crate::template::Problem;
+use carver_schema::{Raster, RasterOrder, TileConfig};
 
 pub struct TileLangFamily;
 
@@ -21,7 +21,14 @@ const BLOCKS: [u32; 5] = [16, 32, 64, 128, 256];
 const THREADS: [u32; 2] = [128, 256];
 
 impl TileLangFamily {
-    fn layout(&self, block_m: u32, block_n: u32, threads: u32, problem: &Problem, arch: &Arch) -> Option<WarpLayout> {
+    fn layout(
+        &self,
+        block_m: u32,
+        block_n: u32,
+        threads: u32,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Option<WarpLayout> {
         let warps = threads / 32;
         let mma = pick_mma(arch, problem, block_m >= 64 && block_m % 64 == 0)?;
         let (warps_m, warps_n) = match mma {
@@ -52,7 +59,13 @@ impl KernelFamily for TileLangFamily {
         [BLOCKS.to_vec(), BLOCKS.to_vec(), ks]
     }
 
-    fn warp_layouts(&self, block_m: u32, block_n: u32, problem: &Problem, arch: &Arch) -> Vec<WarpLayout> {
+    fn warp_layouts(
+        &self,
+        block_m: u32,
+        block_n: u32,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Vec<WarpLayout> {
         THREADS
             .iter()
             .filter(|&&t| (t / 32) * 256 <= block_m * block_n)
@@ -73,7 +86,11 @@ impl KernelFamily for TileLangFamily {
     }
 
     fn load_path(&self, arch: &Arch) -> LoadPath {
-        if arch.gpu.compute_capability.major >= 9 { LoadPath::Tma } else { LoadPath::CpAsync }
+        if arch.gpu.compute_capability.major >= 9 {
+            LoadPath::Tma
+        } else {
+            LoadPath::CpAsync
+        }
     }
 
     fn split_k_reduction(&self) -> SplitKReduction {
@@ -82,7 +99,10 @@ impl KernelFamily for TileLangFamily {
 
     fn resources(&self, c: &TileConfig, problem: &Problem) -> Resources {
         let e = u64::from(problem.in_bytes());
-        let pipeline = u64::from(c.stages.max(1)) * u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e;
+        let pipeline = u64::from(c.stages.max(1))
+            * u64::from(c.block_m + c.block_n)
+            * u64::from(c.block_k)
+            * e;
         Resources {
             smem_bytes: pipeline,
             registers_per_thread: accumulator_registers(c, problem) + 40,
@@ -97,7 +117,9 @@ impl KernelFamily for TileLangFamily {
             return Err("block sizes must be multiples of 16".into());
         }
         if c.split_k != 1 || c.cluster_m * c.cluster_n != 1 || c.persistent {
-            return Err("the TileLang GEMM template has no split-K, clusters or persistence".into());
+            return Err(
+                "the TileLang GEMM template has no split-K, clusters or persistence".into(),
+            );
         }
         Ok(())
     }
@@ -113,13 +135,23 @@ impl KernelFamily for TileLangFamily {
         })
     }
 
-    fn parse_native(&self, v: &serde_json::Value, problem: &Problem, arch: &Arch) -> Result<TileConfig, String> {
+    fn parse_native(
+        &self,
+        v: &serde_json::Value,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Result<TileConfig, String> {
         let (block_m, block_n) = (field_u32(v, "block_M")?, field_u32(v, "block_N")?);
         let threads = field_u32(v, "thread_num")?;
         let layout = self
             .layout(block_m, block_n, threads, problem, arch)
-            .ok_or_else(|| format!("thread_num = {threads} cannot tile a {block_m} x {block_n} block"))?;
-        let raster = v.get("enable_rasteration").and_then(serde_json::Value::as_bool).unwrap_or(false);
+            .ok_or_else(|| {
+                format!("thread_num = {threads} cannot tile a {block_m} x {block_n} block")
+            })?;
+        let raster = v
+            .get("enable_rasteration")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
         Ok(TileConfig {
             block_m,
             block_n,

@@ -8,10 +8,10 @@ use super::{
     KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
     field_u32, mma_sync_warps, pick_mma, wgmma_warps,
 };
-use carver_schema::{Raster, RasterOrder, TileConfig};
 use crate::dtype::DType;
 use crate::error::CarverError;
 use crate::template::Problem;
+use carver_schema::{Raster, RasterOrder, TileConfig};
 
 pub struct TritonFamily;
 
@@ -19,7 +19,14 @@ const BLOCKS: [u32; 5] = [16, 32, 64, 128, 256];
 const WARPS: [u32; 4] = [1, 2, 4, 8];
 
 impl TritonFamily {
-    fn layout(&self, block_m: u32, block_n: u32, warps: u32, problem: &Problem, arch: &Arch) -> Option<WarpLayout> {
+    fn layout(
+        &self,
+        block_m: u32,
+        block_n: u32,
+        warps: u32,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Option<WarpLayout> {
         // Triton on sm_90 emits wgmma (MMAv3) when a warpgroup can own 64 rows.
         let wgmma_ok = block_m >= 64 && warps % 4 == 0 && block_n >= 16;
         let mma = pick_mma(arch, problem, wgmma_ok)?;
@@ -54,11 +61,21 @@ impl KernelFamily for TritonFamily {
     fn block_sizes(&self, problem: &Problem, _arch: &Arch) -> [Vec<u32>; 3] {
         // tl.dot needs K blocks of at least 16 elements and 32 bytes.
         let min_k = (32 / problem.in_bytes()).max(16);
-        let ks = BLOCKS.iter().copied().filter(|&k| k >= min_k && k <= 128).collect();
+        let ks = BLOCKS
+            .iter()
+            .copied()
+            .filter(|&k| k >= min_k && k <= 128)
+            .collect();
         [BLOCKS.to_vec(), BLOCKS.to_vec(), ks]
     }
 
-    fn warp_layouts(&self, block_m: u32, block_n: u32, problem: &Problem, arch: &Arch) -> Vec<WarpLayout> {
+    fn warp_layouts(
+        &self,
+        block_m: u32,
+        block_n: u32,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Vec<WarpLayout> {
         WARPS
             .iter()
             .filter(|&&w| w * 256 <= block_m * block_n)
@@ -88,7 +105,10 @@ impl KernelFamily for TritonFamily {
 
     fn resources(&self, c: &TileConfig, problem: &Problem) -> Resources {
         let e = u64::from(problem.in_bytes());
-        let pipeline = u64::from(c.stages.max(1)) * u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e;
+        let pipeline = u64::from(c.stages.max(1))
+            * u64::from(c.block_m + c.block_n)
+            * u64::from(c.block_k)
+            * e;
         // The epilogue converts the accumulator layout through shared memory, reusing the
         // pipeline buffers once the main loop is done.
         let epilogue = u64::from(c.block_m) * u64::from(c.block_n) * u64::from(problem.c.bytes());
@@ -111,9 +131,15 @@ impl KernelFamily for TritonFamily {
     }
 
     fn check_rules(&self, c: &TileConfig, problem: &Problem, _arch: &Arch) -> Result<(), String> {
-        for (name, v) in [("BLOCK_SIZE_M", c.block_m), ("BLOCK_SIZE_N", c.block_n), ("BLOCK_SIZE_K", c.block_k)] {
+        for (name, v) in [
+            ("BLOCK_SIZE_M", c.block_m),
+            ("BLOCK_SIZE_N", c.block_n),
+            ("BLOCK_SIZE_K", c.block_k),
+        ] {
             if v < 16 || !v.is_power_of_two() {
-                return Err(format!("{name} = {v}; Triton needs a power of two of at least 16"));
+                return Err(format!(
+                    "{name} = {v}; Triton needs a power of two of at least 16"
+                ));
             }
         }
         if !c.compute_warps().is_power_of_two() || c.producer_warps != 0 {
@@ -126,7 +152,10 @@ impl KernelFamily for TritonFamily {
             return Err("this Triton kernel has no clusters and is not persistent".into());
         }
         if c.split_k == 0 || u64::from(c.split_k) > problem.k.div_ceil(u64::from(c.block_k)) {
-            return Err(format!("SPLIT_K = {} leaves some splits without K blocks", c.split_k));
+            return Err(format!(
+                "SPLIT_K = {} leaves some splits without K blocks",
+                c.split_k
+            ));
         }
         if c.raster.group == 0 {
             return Err("GROUP_SIZE_M must be at least 1".into());
@@ -148,13 +177,23 @@ impl KernelFamily for TritonFamily {
         })
     }
 
-    fn parse_native(&self, v: &serde_json::Value, problem: &Problem, arch: &Arch) -> Result<TileConfig, String> {
+    fn parse_native(
+        &self,
+        v: &serde_json::Value,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Result<TileConfig, String> {
         let kw = v.get("kwargs").ok_or("missing `kwargs`")?;
-        let (block_m, block_n) = (field_u32(kw, "BLOCK_SIZE_M")?, field_u32(kw, "BLOCK_SIZE_N")?);
+        let (block_m, block_n) = (
+            field_u32(kw, "BLOCK_SIZE_M")?,
+            field_u32(kw, "BLOCK_SIZE_N")?,
+        );
         let warps = field_u32(v, "num_warps")?;
         let layout = self
             .layout(block_m, block_n, warps, problem, arch)
-            .ok_or_else(|| format!("num_warps = {warps} cannot tile a {block_m} x {block_n} block"))?;
+            .ok_or_else(|| {
+                format!("num_warps = {warps} cannot tile a {block_m} x {block_n} block")
+            })?;
         Ok(TileConfig {
             block_m,
             block_n,
