@@ -8,10 +8,18 @@ use carver_arch::HardwareDb;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let db = HardwareDb::embedded()?;
     let h100 = db.get("h100")?;
-    let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
     let shapes: Vec<(u64, u64, u64)> = match args.as_slice() {
         [m, n, k] => vec![(*m, *n, *k)],
-        _ => vec![(1, 12288, 4096), (2048, 12288, 4096), (8192, 4096, 11008), (333, 777, 999)],
+        _ => vec![
+            (1, 12288, 4096),
+            (2048, 12288, 4096),
+            (8192, 4096, 11008),
+            (333, 777, 999),
+        ],
     };
     for (m, n, k) in shapes {
         let template = MatmulTemplate::new(m, n, k).with_target(Target::Triton);
