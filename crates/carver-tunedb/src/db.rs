@@ -76,8 +76,8 @@ pub struct TuneDb {
 }
 
 /// Results already looked up, so that a repeated lookup does not query SQLite. Misses are not
-/// remembered (the caller will usually tune and store). Hits are not refreshed from other
-/// processes: a result another process improves later is seen by the next `TuneDb`.
+/// remembered (the caller will usually tune and store). Hits are not re-read: a result another
+/// process improves later is seen after [`TuneDb::refresh`] or by the next `TuneDb`.
 #[derive(Default)]
 struct Memo {
     exact: HashMap<TuneKey, Arc<TuneRecord>>,
@@ -190,7 +190,7 @@ impl TuneDb {
         let (outcome, _) = self.write(&tx, record, policy)?;
         tx.commit().map_err(|e| self.sqlite(e))?;
         drop(conn);
-        self.forget();
+        self.refresh();
         Ok(outcome)
     }
 
@@ -233,7 +233,7 @@ impl TuneDb {
         let deleted = lock(&self.conn)
             .execute(&sql, params_from_iter(params))
             .map_err(|e| self.sqlite(e))?;
-        self.forget();
+        self.refresh();
         Ok(deleted as u64)
     }
 
@@ -266,9 +266,10 @@ impl TuneDb {
         Ok((outcome, existing))
     }
 
-    /// The in-process cache is dropped on every write: writes are rare, and a changed result
-    /// can move which record a bucketed lookup finds.
-    pub(crate) fn forget(&self) {
+    /// Forgets the in-process cache, so that the next lookups read the file again and see what
+    /// other processes have stored since. Every write through this handle does it too: writes
+    /// are rare, and a changed result can move which record a bucketed lookup finds.
+    pub fn refresh(&self) {
         *lock(&self.memo) = Memo::default();
     }
 

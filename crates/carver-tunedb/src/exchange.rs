@@ -121,7 +121,7 @@ impl TuneDb {
         }
         tx.commit().map_err(|e| self.sqlite(e))?;
         drop(conn);
-        self.forget();
+        self.refresh();
         Ok(report)
     }
 }

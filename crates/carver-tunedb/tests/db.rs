@@ -181,8 +181,17 @@ fn a_repeated_lookup_is_answered_from_memory_until_a_write() {
     let faster = rival(&record, 0.5);
     other.store(&faster).unwrap();
     assert_eq!(*db.lookup(&record.key).unwrap().unwrap(), record);
-    db.store(&sample_record(60)).unwrap();
+    db.refresh();
     assert_eq!(*db.lookup(&record.key).unwrap().unwrap(), faster);
+
+    other.store_with(&record, WritePolicy::Replace).unwrap();
+    assert_eq!(*db.lookup(&record.key).unwrap().unwrap(), faster);
+    db.store(&sample_record(60)).unwrap();
+    assert_eq!(
+        *db.lookup(&record.key).unwrap().unwrap(),
+        record,
+        "a write refreshes too"
+    );
 }
 
 #[test]
