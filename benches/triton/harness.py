@@ -23,6 +23,7 @@ Run `python benches/triton/harness.py --help` for the options; README.md has the
 """
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -217,7 +218,7 @@ class Timer:
 
     def __init__(self, torch, max_reps):
         self.torch = torch
-        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(max_reps + 1)]
+        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(max(max_reps, 2) + 1)]
         self.mhz = self._calibrate()
 
     def _calibrate(self):
@@ -234,12 +235,13 @@ class Timer:
             rates.append(20_000_000 / (e0.elapsed_time(e1) * 1e3))  # cycles per microsecond
         return max(rates)
 
-    def run(self, launch, reps, host_us_per_launch):
-        """Queue `reps` launches behind a sleep long enough to cover their enqueueing; return
-        (per-rep times in us, host enqueue us per launch, gap_risk)."""
+    def run(self, launch, reps, host_us_per_launch, margin):
+        """Queue `reps` launches behind a GPU sleep of `margin` x their expected enqueue time; return
+        (per-rep times in us, host enqueue us per launch, gap_risk). Call with gc disabled: a
+        collection in the middle of the queueing would let the GPU catch up."""
         torch = self.torch
         ev = self.events
-        sleep_us = min(50_000.0, host_us_per_launch * reps * 1.5 + 30.0)
+        sleep_us = min(100_000.0, host_us_per_launch * reps * margin + 100.0)
         torch.cuda._sleep(int(sleep_us * self.mhz * 1.1))
         h0 = time.perf_counter()
         ev[0].record()
@@ -297,9 +299,11 @@ def measure_shape(torch, kernel, shape, entries, args, l2_bytes, timer, shape_in
         c = Cs[0]
         c.fill_(float("nan"))
         try:
+            go = kernel.make_launcher(A, B, Cs, e["config"], ws)
+            e["_go"] = go
             h0 = time.perf_counter()
             ev0.record()
-            kernel.launch(A[0], B[0], c, e["config"], ws)
+            go(0)
             ev1.record()
             e["host_us"] = (time.perf_counter() - h0) * 1e6
             ev1.synchronize()
@@ -325,13 +329,16 @@ def measure_shape(torch, kernel, shape, entries, args, l2_bytes, timer, shape_in
         if e["verify_event_us"] < 1000.0 or e["host_us"] > 0.5 * e["verify_event_us"]:
             h0 = time.perf_counter()
             ev0.record()
-            kernel.launch(A[1], B[1], Cs[1], e["config"], ws)
+            e["_go"](1)
             ev1.record()
             e["host_us"] = (time.perf_counter() - h0) * 1e6
             ev1.synchronize()
             e["verify_event_us"] = ev0.elapsed_time(ev1) * 1e3
         else:
             e["host_us"] = min(e["host_us"], 200.0)
+    for e in todo:
+        if e["status"] != "pending":
+            e.pop("_go", None)
     # cuBLAS check (informational) and host cost
     Cs[0].fill_(float("nan"))
     h0 = time.perf_counter()
@@ -341,10 +348,12 @@ def measure_shape(torch, kernel, shape, entries, args, l2_bytes, timer, shape_in
     cublas_err = rel_err(Cs[0])
     ref = None  # free the fp32 reference before timing
     info["verify_s"] = time.perf_counter() - t_shape
+    info["host_us_per_launch_median"] = median([e["host_us"] for e in todo if e["status"] == "pending"])
     info["verified_ok"] = n_ok
     info["verify_failed"] = sum(1 for e in todo if e["status"] in ("verify_failed", "run_failed"))
     log(f"  verify: {n_ok}/{len(todo)} ok ({info['verify_failed']} failed) in {info['verify_s']:.1f}s; "
-        f"{n_sets} input sets of {set_bytes / 2**20:.1f} MiB")
+        f"{n_sets} input sets of {set_bytes / 2**20:.1f} MiB; host cost per launch "
+        f"{info['host_us_per_launch_median'] or 0:.0f} us (median)")
 
     # --- time ---------------------------------------------------------------------------------
     t_time = time.perf_counter()
@@ -355,11 +364,10 @@ def measure_shape(torch, kernel, shape, entries, args, l2_bytes, timer, shape_in
         rot[0] += 1
         return i
 
-    def triton_launcher(cfg):
-        def go():
-            i = next_set()
-            kernel.launch(A[i], B[i], Cs[i], cfg, ws)
-        return go
+    def triton_launcher(go):
+        def launch():
+            go(next_set())
+        return launch
 
     def cublas_launch():
         i = next_set()
@@ -370,7 +378,7 @@ def measure_shape(torch, kernel, shape, entries, args, l2_bytes, timer, shape_in
         if e["status"] == "pending":
             e["status"] = S.TIMED
             e["rounds"] = []
-            items.append({"entry": e, "launch": triton_launcher(e["config"]), "host": e["host_us"],
+            items.append({"entry": e, "launch": triton_launcher(e.pop("_go")), "host": e["host_us"],
                           "est": e["verify_event_us"]})
     cublas = {"rounds": [], "rel_err": cublas_err}
     items.append({"entry": cublas, "launch": cublas_launch, "host": cublas_host_us, "est": None,
@@ -392,37 +400,55 @@ def measure_shape(torch, kernel, shape, entries, args, l2_bytes, timer, shape_in
 
     rng = random.Random(args.seed * 7919 + shape_index)
     active = list(items)
-    gap_batches = 0
-    for rnd in range(args.rounds):
-        order = list(active)
-        rng.shuffle(order)
-        for it in order:
-            est = max(it["est"], 1.0)
-            lo = 1 if (rnd == 0 and est >= 1000.0) else args.min_reps
-            reps = int(min(args.max_reps, max(lo, math.ceil(args.round_ms * 1e3 / est))))
-            try:
-                times, host, gap = timer.run(it["launch"], reps, it["host"])
-            except Exception as ex:  # noqa: BLE001
-                check_context(f"timing {it['entry'].get('key', 'cuBLAS')}")
-                raise FatalError(f"{shape['name']}: timing {it['entry'].get('key', 'cuBLAS')} raised "
-                                 f"{type(ex).__name__}: {ex}") from ex
-            med = median(times)
-            it["entry"]["rounds"].append({"median_us": round(med, 4), "times_us": [round(t, 4) for t in times],
-                                          "gap_risk": gap})
-            gap_batches += bool(gap)
-            it["host"] = host
-            it["est"] = med
-        if rnd == 0 and args.rounds > 1:
-            tri = [it for it in active if not it.get("cublas")]
-            if tri:
-                best0 = min(it["est"] for it in tri)
-                keep = []
-                for it in active:
-                    if not it.get("cublas") and it["est"] > args.early_stop * best0:
-                        it["entry"]["early_stopped"] = True
-                    else:
-                        keep.append(it)
-                active = keep
+    gap_batches = retried = 0
+    gc.collect()
+    gc.disable()
+    try:
+        for rnd in range(args.rounds):
+            order = list(active)
+            rng.shuffle(order)
+            for it in order:
+                est = max(it["est"], 1.0)
+                if rnd == 0:  # round 1 only decides the early stop
+                    lo, hi = (1 if est >= 1000.0 else args.min_reps), args.first_round_reps
+                else:
+                    lo, hi = args.min_reps, args.max_reps
+                reps = int(min(hi, max(lo, math.ceil(args.round_ms * 1e3 / est))))
+                margin = 2.0
+                for attempt in range(3):
+                    try:
+                        times, host, gap = timer.run(it["launch"], reps, it["host"], margin)
+                    except Exception as ex:  # noqa: BLE001
+                        check_context(f"timing {it['entry'].get('key', 'cuBLAS')}")
+                        raise FatalError(f"{shape['name']}: timing {it['entry'].get('key', 'cuBLAS')} raised "
+                                         f"{type(ex).__name__}: {ex}") from ex
+                    med = median(times)
+                    it["host"] = max(host, 0.5 * it["host"])
+                    # A batch whose queueing outran its sleep, or whose median is far above this
+                    # config's earlier rounds, is redone with a longer sleep (twice at most).
+                    suspect = gap or (it.get("best_med") is not None and med > 2.0 * it["best_med"])
+                    if not suspect or attempt == 2:
+                        break
+                    retried += 1
+                    margin *= 2.0
+                it["entry"]["rounds"].append({"median_us": round(med, 4), "times_us": [round(t, 4) for t in times],
+                                              "gap_risk": gap, "attempts": attempt + 1})
+                gap_batches += bool(gap)
+                it["est"] = med
+                it["best_med"] = med if it.get("best_med") is None else min(it["best_med"], med)
+            if rnd == 0 and args.rounds > 1:
+                tri = [it for it in active if not it.get("cublas")]
+                if tri:
+                    best0 = min(it["est"] for it in tri)
+                    keep = []
+                    for it in active:
+                        if not it.get("cublas") and it["est"] > args.early_stop * best0:
+                            it["entry"]["early_stopped"] = True
+                        else:
+                            keep.append(it)
+                    active = keep
+    finally:
+        gc.enable()
     for it in items:
         ent = it["entry"]
         ent["final_us"] = median([r["median_us"] for r in ent["rounds"]])
@@ -430,6 +456,7 @@ def measure_shape(torch, kernel, shape, entries, args, l2_bytes, timer, shape_in
         ent.setdefault("early_stopped", False)
     info["timing_s"] = time.perf_counter() - t_time
     info["gap_risk_batches"] = gap_batches
+    info["retried_batches"] = retried
     info["cublas"] = {"final_us": cublas["final_us"], "tflops": cublas["tflops"], "rel_err": cublas_err,
                       "rounds": cublas["rounds"]}
     timed = [e for e in entries if e["status"] == S.TIMED]
@@ -445,7 +472,8 @@ def measure_shape(torch, kernel, shape, entries, args, l2_bytes, timer, shape_in
         f"{info['best']['final_us'] if info['best'] else float('nan'):.2f} us "
         f"({info['best']['tflops'] if info['best'] else float('nan'):.1f} TFLOP/s), "
         f"cuBLAS {cublas['final_us']:.2f} us ({cublas['tflops']:.1f} TFLOP/s)"
-        + (f"; {gap_batches} batches at risk of launch gaps" if gap_batches else ""))
+        + (f"; {retried} batches redone" if retried else "")
+        + (f"; {gap_batches} kept at risk of launch gaps" if gap_batches else ""))
     A.clear()
     B.clear()
     Cs.clear()
@@ -540,9 +568,10 @@ def parse_args(argv=None):
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--min-configs", type=int, default=SP.DEFAULT_MIN_CONFIGS, help="reference space floor per shape")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--round-ms", type=float, default=1.5, help="target GPU time per config per round")
+    ap.add_argument("--round-ms", type=float, default=1.0, help="target GPU time per config per round")
     ap.add_argument("--min-reps", type=int, default=3)
-    ap.add_argument("--max-reps", type=int, default=40)
+    ap.add_argument("--max-reps", type=int, default=20, help="reps per config per round, rounds 2+")
+    ap.add_argument("--first-round-reps", type=int, default=8, help="reps cap in round 1 (early-stop round)")
     ap.add_argument("--early-stop", type=float, default=1.5, help="drop configs slower than this x best after round 1")
     ap.add_argument("--warmup-ms", type=float, default=100.0, help="cuBLAS warm-up per shape before timing")
     ap.add_argument("--tol", type=float, default=1e-2, help="relative Frobenius error bound for verification")
@@ -554,8 +583,9 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if args.carver_picks and args.carver_bin:
         ap.error("give --carver-picks or --carver-bin, not both")
-    if args.topk < 1 or args.rounds < 1 or args.min_reps < 1 or args.max_reps < args.min_reps:
-        ap.error("--topk, --rounds, --min-reps must be >= 1 and --max-reps >= --min-reps")
+    if (args.topk < 1 or args.rounds < 1 or args.min_reps < 1 or args.max_reps < args.min_reps
+            or args.first_round_reps < args.min_reps):
+        ap.error("--topk, --rounds, --min-reps must be >= 1; --max-reps and --first-round-reps >= --min-reps")
     return args
 
 
@@ -655,6 +685,11 @@ def main(argv=None):
                 tasks.append({"id": len(tasks), "config": e["config"], "proxy": proxy_problem(p["shape"]),
                               "crash_dir": os.path.join(args.out, "compile-crashes")})
             e["compile_task"] = by_ckey[ck]
+    # Big tiles with deep pipelines compile slowest: start them first so they do not form the tail.
+    def weight(t):
+        kw = t["config"]["kwargs"]
+        return kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"] * kw["BLOCK_SIZE_K"] * t["config"]["num_stages"]
+    tasks.sort(key=weight, reverse=True)
     log(f"phase 1/3 compile: {len(tasks)} distinct (config, specialisation) builds on {args.workers} workers")
     results = run_compile_phase(tasks, args.workers, os.path.join(args.out, "compile-crashes"))
     n_fail = 0
@@ -678,7 +713,7 @@ def main(argv=None):
     # ---- phases 2 and 3, per shape -------------------------------------------------------------
     import kernel
     torch.backends.cuda.matmul.allow_tf32 = False
-    timer = Timer(torch, args.max_reps)
+    timer = Timer(torch, max(args.max_reps, args.first_round_reps))
     log(f"GPU sleep calibration: {timer.mhz:.0f} cycles/us")
     t_v = t_t = 0.0
     try:

@@ -107,36 +107,53 @@ def check_problem(a, b, c):
     return M, N, K
 
 
-def launch(a, b, c, config, ws=None):
-    """Compute c = a @ b with one config and return Triton's compiled kernel object (its n_regs,
-    n_spills and metadata.shared describe the binary). `ws` is an fp32 buffer of >= M*N elements,
-    needed when SPLIT_K > 1: it is zeroed here, accumulated into by the kernel, and cast into c."""
+def make_launcher(As, Bs, Cs, config, ws=None):
+    """Validate once and return `go(i)`, which computes Cs[i] = As[i] @ Bs[i] with this config and
+    returns Triton's compiled kernel object (its n_regs, n_spills and metadata.shared describe the
+    binary). The sets must share shapes and strides. `ws` is an fp32 buffer of >= M*N elements,
+    needed when SPLIT_K > 1: each call zeroes it, the kernel adds into it, and it is cast into C.
+    Everything that does not change between calls is bound here, to keep host cost per call low
+    (the harness queues many short launches)."""
     kwargs, num_warps, num_stages = unpack_config(config)
-    M, N, K = check_problem(a, b, c)
+    if not (len(As) == len(Bs) == len(Cs)) or not As:
+        raise ValueError("As, Bs and Cs must be non-empty lists of equal length")
+    M, N, K = check_problem(As[0], Bs[0], Cs[0])
+    strides = (As[0].stride(0), As[0].stride(1), Bs[0].stride(0), Bs[0].stride(1), Cs[0].stride(0), Cs[0].stride(1))
+    for a, b, c in zip(As, Bs, Cs):
+        check_problem(a, b, c)
+        if (a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)) != strides:
+            raise ValueError("all input sets must share strides")
     bm, bn, bk = kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], kwargs["BLOCK_SIZE_K"]
     split_k = kwargs["SPLIT_K"]
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), split_k)
-    if split_k > 1:
-        if ws is None or ws.dtype != torch.float32 or ws.numel() < M * N:
-            raise ValueError(f"SPLIT_K={split_k} needs an fp32 workspace of >= {M * N} elements")
-        ws_view = ws[: M * N]
-        ws_view.zero_()
-    else:
-        ws_view = c  # unused by the SPLIT_K == 1 path
-    compiled = matmul_kernel[grid](
-        a, b, c, ws_view, M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        split_k,
-        BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk,
-        GROUP_SIZE_M=kwargs["GROUP_SIZE_M"], EVEN_K=(K % bk == 0),
-        num_warps=num_warps, num_stages=num_stages,
-    )
-    if split_k > 1:
-        c.copy_(ws_view.view(M, N))
-    return compiled
+    runner = matmul_kernel[grid]
+    tail = (M, N, K) + strides + (split_k,)
+    meta = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=kwargs["GROUP_SIZE_M"],
+                EVEN_K=(K % bk == 0), num_warps=num_warps, num_stages=num_stages)
+    if split_k == 1:
+        def go(i):
+            c = Cs[i]
+            return runner(As[i], Bs[i], c, c, *tail, **meta)  # ws_ptr unused on this path
+        return go
+    if ws is None or ws.dtype != torch.float32 or ws.numel() < M * N:
+        raise ValueError(f"SPLIT_K={split_k} needs an fp32 workspace of >= {M * N} elements")
+    ws_flat = ws[: M * N]
+    ws_2d = ws_flat.view(M, N)
+
+    def go_split(i):
+        ws_flat.zero_()
+        compiled = runner(As[i], Bs[i], Cs[i], ws_flat, *tail, **meta)
+        Cs[i].copy_(ws_2d)
+        return compiled
+    return go_split
+
+
+def launch(a, b, c, config, ws=None):
+    """Compute c = a @ b with one config; return Triton's compiled kernel object."""
+    return make_launcher([a], [b], [c], config, ws)(0)
 
 
 def matmul(a, b, c, config, ws=None):
-    """c = a @ b with one config (see launch); returns c."""
+    """c = a @ b with one config (see make_launcher); returns c."""
     launch(a, b, c, config, ws)
     return c

@@ -9,6 +9,10 @@ added only where a shape would otherwise have too few configs:
   legal    shared memory: num_stages * (BM + BN) * BK * 2 bytes <= 227 KiB (what Triton 3.6
            allocates on sm_90 for this kernel: one A and one B tile per stage)
            accumulator: BM * BN / (32 * num_warps) <= 256 fp32 registers per thread
+           num_warps 2 (no warpgroup, so Triton uses mma.sync with operands in registers):
+           accumulator + one K step of A and B fragments, BM*BN/64 + (BM+BN)*BK/128 <= 160
+           registers per thread. Past that ptxas spills heavily: in the first H100 smoke run such
+           configs spilled 1500-3500 bytes, took 3-9 s each to compile and ran at <= 0.6 of the best.
   sanity   a block dimension is at most the next power of two of its problem dimension (at least
            16): a bigger tile only adds masked work;
            tiny tiles are dropped when they are under 1/16 of the largest tile the shape allows AND
@@ -45,6 +49,7 @@ WARPS = (2, 4, 8)
 STAGES = (2, 3, 4, 5)
 SPLITS = (2, 4, 8, 16)
 DEFAULT_MIN_CONFIGS = 220
+MMA_SYNC_REG_BUDGET = 160
 
 
 def cdiv(a, b):
@@ -64,7 +69,11 @@ def acc_per_thread(bm, bn, warps):
 
 
 def is_legal(bm, bn, bk, warps, stages):
-    return smem_bytes(bm, bn, bk, stages) <= SMEM_LIMIT and acc_per_thread(bm, bn, warps) <= MAX_ACC_PER_THREAD
+    if smem_bytes(bm, bn, bk, stages) > SMEM_LIMIT or acc_per_thread(bm, bn, warps) > MAX_ACC_PER_THREAD:
+        return False
+    if warps == 2 and acc_per_thread(bm, bn, warps) + (bm + bn) * bk / 128 > MMA_SYNC_REG_BUDGET:
+        return False
+    return True
 
 
 def make_config(bm, bn, bk, group_m, split_k, warps, stages):
