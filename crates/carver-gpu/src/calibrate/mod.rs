@@ -451,6 +451,7 @@ fn measure_dram(
             .stream
             .clone_dtoh(&dst.slice(range))
             .map_err(driver_err("cuMemcpyDtoH"))?;
+        bench.sync()?;
         if s != d {
             return Err(GpuError::Implausible {
                 what: "DRAM copy",
@@ -719,6 +720,8 @@ fn check_gemm(
             .map_err(driver_err("cuMemcpyDtoH"))
     };
     let (a, b, c) = (host(a)?, host(b)?, host(c)?);
+    // Copies into pageable memory finish before they return; the sync makes that explicit.
+    bench.sync()?;
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = || {
         state = state
