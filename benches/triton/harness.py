@@ -487,48 +487,7 @@ def measure_shape(torch, kernel, shape, entries, args, l2_bytes, timer, shape_in
 # ----------------------------------------------------------------------------------------------
 
 def print_table(doc, labels):
-    cols = []
-    for lab in labels:
-        cols += [f"{lab} top1", f"{lab} best{doc['args']['topk']}"]
-    head = f"{'shape':20s} {'best TF/s':>9s} {'cuBLAS TF/s':>11s} " + " ".join(f"{c:>13s}" for c in cols)
-    print()
-    print("Ratios are exhaustive-best time / pick time (1.000 = the measured best; 0 = illegal, failed or no pick).")
-    print(head)
-    print("-" * len(head))
-    for sh in doc["shapes"]:
-        best = sh.get("best")
-        row = f"{sh['name']:20s} {S.fmt_num(best['tflops'] if best else None):>9s} " \
-              f"{S.fmt_num(sh['cublas']['tflops'] if sh.get('cublas') else None):>11s} "
-        vals = []
-        for lab in labels:
-            sc = sh["rankers"].get(lab)
-            if sc is None:
-                vals += ["-", "-"]
-                continue
-            t1 = S.fmt_ratio(sc["top1"]) + ("!" if sc["picks"] and sc["picks"][0]["status"] not in S.USABLE
-                                           or sc["problem"] else " ")
-            vals += [t1, S.fmt_ratio(sc["best_of_k"]) + " "]
-        print(row + " ".join(f"{v:>13s}" for v in vals))
-    print("-" * len(head))
-    for what in ("geomean", "worst"):
-        vals = []
-        for lab in labels:
-            sm = doc["summary"].get(lab)
-            vals += [S.fmt_ratio(sm["top1"][what]) + " ", S.fmt_ratio(sm["best_of_k"][what]) + " "]
-        print(f"{what:20s} {'':>9s} {'':>11s} " + " ".join(f"{v:>13s}" for v in vals))
-    for lab in labels:
-        sm = doc["summary"][lab]
-        extra = ""
-        if sm["top1"]["zeros"]:
-            extra = (f"; geomean over shapes with a legal top-1: {S.fmt_ratio(sm['top1']['geomean_nonzero'])}, "
-                     f"best-of-k: {S.fmt_ratio(sm['best_of_k']['geomean_nonzero'])}")
-        print(f"{lab}: legal top-1 on {sm['top1_legal_shapes']}/{sm['shapes']} shapes; "
-              f"legal picks {sm['legal_picks']}/{sm['picks']}{extra}")
-    tri_vs_cublas = [sh["cublas"]["final_us"] / sh["best"]["final_us"] for sh in doc["shapes"]
-                     if sh.get("best") and sh.get("cublas")]
-    if tri_vs_cublas:
-        print(f"exhaustive Triton best vs cuBLAS (cuBLAS time / best time): geomean "
-              f"{S.geomean(tri_vs_cublas):.3f}, worst {min(tri_vs_cublas):.3f}")
+    k = doc["args"]["topk"]
     bad = []
     for sh in doc["shapes"]:
         for lab in labels:
@@ -542,8 +501,53 @@ def print_table(doc, labels):
                     bad.append(f"  {sh['name']} {lab} #{p['rank']} {p['key']}: {p['status']}: "
                                f"{(p['why'] or '')[:160]}")
     if bad:
-        print("Illegal, failed or missing picks (counted as 0):")
-        print("\n".join(bad))
+        print(f"\nIllegal, failed or missing picks, counted as 0 ({len(bad)}; all in the JSON):")
+        print("\n".join(bad[:30]) + (f"\n  ... {len(bad) - 30} more" if len(bad) > 30 else ""))
+    cols = []
+    for lab in labels:
+        cols += [f"{lab} top1", f"{lab} best{k}"]
+    head = f"{'shape':20s} {'best TF/s':>9s} {'cuBLAS TF/s':>11s} " + " ".join(f"{c:>13s}" for c in cols)
+    print()
+    print("Ratios: exhaustive-best time / pick time (1.000 = the measured best; 0 = illegal, failed or no pick;"
+          " ! = top-1 not usable).")
+    print(head)
+    print("-" * len(head))
+    for sh in doc["shapes"]:
+        best = sh.get("best")
+        row = f"{sh['name']:20s} {S.fmt_num(best['tflops'] if best else None):>9s} " \
+              f"{S.fmt_num(sh['cublas']['tflops'] if sh.get('cublas') else None):>11s} "
+        vals = []
+        for lab in labels:
+            sc = sh["rankers"].get(lab)
+            if sc is None:
+                vals += ["-", "-"]
+                continue
+            unusable = bool(sc["problem"]) or (sc["picks"] and sc["picks"][0]["status"] not in S.USABLE)
+            vals += [S.fmt_ratio(sc["top1"]) + ("!" if unusable else " "), S.fmt_ratio(sc["best_of_k"]) + " "]
+        print(row + " ".join(f"{v:>13s}" for v in vals))
+    print("-" * len(head))
+    for what in ("geomean", "worst"):
+        vals = []
+        for lab in labels:
+            sm = doc["summary"].get(lab)
+            vals += [S.fmt_ratio(sm["top1"][what]) + " ", S.fmt_ratio(sm["best_of_k"][what]) + " "]
+        print(f"{what:20s} {'':>9s} {'':>11s} " + " ".join(f"{v:>13s}" for v in vals))
+    for lab in labels:
+        sm = doc["summary"][lab]
+        extra = ""
+        if sm["top1"]["zeros"] or sm["best_of_k"]["zeros"]:
+            extra = (f"; geomean without the zeros: top-1 {S.fmt_ratio(sm['top1']['geomean_nonzero']).strip()}, "
+                     f"best-of-{k} {S.fmt_ratio(sm['best_of_k']['geomean_nonzero']).strip()}")
+        print(f"{lab}: legal top-1 on {sm['top1_legal_shapes']}/{sm['shapes']} shapes; "
+              f"legal picks {sm['legal_picks']}/{sm['picks']}{extra}")
+    tri_vs_cublas = [sh["cublas"]["final_us"] / sh["best"]["final_us"] for sh in doc["shapes"]
+                     if sh.get("best") and sh.get("cublas")]
+    if tri_vs_cublas:
+        print(f"exhaustive Triton best vs cuBLAS (cuBLAS time / best time): geomean "
+              f"{S.geomean(tri_vs_cublas):.3f}, worst {min(tri_vs_cublas):.3f}")
+    ph = doc["phases_s"]
+    print(f"phases: compile {ph.get('compile', 0):.0f}s, verify {ph.get('verify', 0):.0f}s, "
+          f"timing {ph.get('timing', 0):.0f}s, total {ph.get('total', 0):.0f}s")
 
 
 def write_json(doc, path):

@@ -6,13 +6,16 @@ added only where a shape would otherwise have too few configs:
   axes     BLOCK_SIZE_M, BLOCK_SIZE_N in {16, 32, 64, 128, 256}; BLOCK_SIZE_K in {32, 64, 128};
            num_warps in {2, 4, 8}; num_stages in {2, 3, 4, 5}; GROUP_SIZE_M in {1, 8};
            SPLIT_K in {1, 2, 4, 8, 16}
-  legal    shared memory: num_stages * (BM + BN) * BK * 2 bytes <= 227 KiB (what Triton 3.6
-           allocates on sm_90 for this kernel: one A and one B tile per stage)
+  legal    shared memory <= 227 KiB: num_stages * (BM + BN) * BK * 2 bytes (what Triton 3.6
+           allocates on sm_90 for this kernel's pipeline: one A and one B tile per stage), and for
+           SPLIT_K > 1 also BM * BN * 4 bytes (the fp32 accumulator goes through shared memory on
+           its way to the atomics: 256x256 split-K asked for 262144 bytes on the H100)
            accumulator: BM * BN / (32 * num_warps) <= 256 fp32 registers per thread
-           num_warps 2 (no warpgroup, so Triton uses mma.sync with operands in registers):
-           accumulator + one K step of A and B fragments, BM*BN/64 + (BM+BN)*BK/128 <= 160
-           registers per thread. Past that ptxas spills heavily: in the first H100 smoke run such
-           configs spilled 1500-3500 bytes, took 3-9 s each to compile and ran at <= 0.6 of the best.
+           mma.sync configs (num_warps 2, or BM < 64: no 64-row warpgroup tile, so Triton does not
+           use wgmma and holds A and B fragments in registers): accumulator + one K step of A and B
+           fragments, BM*BN/(32*w) + (BM+BN)*BK/(64*w) <= 160 registers per thread. Past that ptxas
+           spills heavily: in the H100 smoke runs such configs spilled 1500-3500 bytes, took 3-9 s
+           each to compile and ran at <= 0.6 of the best.
   sanity   a block dimension is at most the next power of two of its problem dimension (at least
            16): a bigger tile only adds masked work;
            tiny tiles are dropped when they are under 1/16 of the largest tile the shape allows AND
@@ -60,18 +63,21 @@ def next_pow2(x):
     return 1 << (x - 1).bit_length()
 
 
-def smem_bytes(bm, bn, bk, stages):
-    return stages * (bm + bn) * bk * 2
+def smem_bytes(bm, bn, bk, stages, split_k=1):
+    pipeline = stages * (bm + bn) * bk * 2
+    epilogue = bm * bn * (4 if split_k > 1 else 2)
+    return max(pipeline, epilogue)
 
 
 def acc_per_thread(bm, bn, warps):
     return bm * bn / (32 * warps)
 
 
-def is_legal(bm, bn, bk, warps, stages):
-    if smem_bytes(bm, bn, bk, stages) > SMEM_LIMIT or acc_per_thread(bm, bn, warps) > MAX_ACC_PER_THREAD:
+def is_legal(bm, bn, bk, warps, stages, split_k=1):
+    if smem_bytes(bm, bn, bk, stages, split_k) > SMEM_LIMIT or acc_per_thread(bm, bn, warps) > MAX_ACC_PER_THREAD:
         return False
-    if warps == 2 and acc_per_thread(bm, bn, warps) + (bm + bn) * bk / 128 > MMA_SYNC_REG_BUDGET:
+    if (warps == 2 or bm < 64) and \
+            acc_per_thread(bm, bn, warps) + (bm + bn) * bk / (64 * warps) > MMA_SYNC_REG_BUDGET:
         return False
     return True
 
@@ -123,7 +129,7 @@ def reference_space(m, n, k, min_configs=DEFAULT_MIN_CONFIGS):
         if cfg_tuple in seen:
             return
         bm, bn, bk, g, sk, w, s = cfg_tuple
-        if not is_legal(bm, bn, bk, w, s):
+        if not is_legal(bm, bn, bk, w, s, sk):
             return
         seen.add(cfg_tuple)
         tier_of[len(out)] = tier
