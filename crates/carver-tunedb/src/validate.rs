@@ -111,65 +111,43 @@ mod tests {
         assert_eq!(validate_record(&sample_record(0)), Ok(()));
     }
 
+    /// Breaks one field of a record.
+    type Breakage = fn(&mut TuneRecord);
+
     #[test]
     fn each_broken_field_is_named() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut TuneRecord)>)> = vec![
-            (
-                "key.device.uuid is empty",
-                Box::new(|r| r.key.device.uuid.clear()),
-            ),
-            (
-                "key.target is empty",
-                Box::new(|r| r.key.target = "  ".into()),
-            ),
-            (
-                "key.problem.m must be between",
-                Box::new(|r| r.key.problem.m = 0),
-            ),
-            (
-                "key.problem.k must be between",
-                Box::new(|r| r.key.problem.k = u64::MAX),
-            ),
-            ("candidates is empty", Box::new(|r| r.candidates.clear())),
-            (
-                "candidates[0].model_rank",
-                Box::new(|r| r.candidates[0].model_rank = 0),
-            ),
-            (
-                "candidates[1].predicted_time_s",
-                Box::new(|r| r.candidates[1].predicted_time_s = f64::NAN),
-            ),
-            (
-                "candidates[0].measured_time_s",
-                Box::new(|r| r.candidates[0].measured_time_s = Some(-1.0)),
-            ),
-            (
-                "has neither measured_time_s nor failure",
-                Box::new(|r| {
-                    r.candidates[1].measured_time_s = None;
-                    r.candidates[1].failure = None;
-                }),
-            ),
-            (
-                "candidates[2].failure is empty",
-                Box::new(|r| r.candidates[2].failure = Some(String::new())),
-            ),
-            (
-                "cublas_time_s",
-                Box::new(|r| r.cublas_time_s = Some(f64::INFINITY)),
-            ),
-            (
-                "measured_at_unix_s",
-                Box::new(|r| r.measured_at_unix_s = -5),
-            ),
-            (
-                "method must be a JSON object",
-                Box::new(|r| r.method = serde_json::json!(3)),
-            ),
-            (
-                "the winner is not",
-                Box::new(|r| r.winner = serde_json::json!({"BLOCK_M": 999})),
-            ),
+        let cases: Vec<(&str, Breakage)> = vec![
+            ("key.device.uuid is empty", |r| r.key.device.uuid.clear()),
+            ("key.target is empty", |r| r.key.target = "  ".into()),
+            ("key.problem.m must be between", |r| r.key.problem.m = 0),
+            ("key.problem.k must be between", |r| {
+                r.key.problem.k = u64::MAX
+            }),
+            ("candidates is empty", |r| r.candidates.clear()),
+            ("candidates[0].model_rank", |r| {
+                r.candidates[0].model_rank = 0
+            }),
+            ("candidates[1].predicted_time_s", |r| {
+                r.candidates[1].predicted_time_s = f64::NAN
+            }),
+            ("candidates[0].measured_time_s", |r| {
+                r.candidates[0].measured_time_s = Some(-1.0)
+            }),
+            ("has neither measured_time_s nor failure", |r| {
+                r.candidates[1].measured_time_s = None;
+                r.candidates[1].failure = None;
+            }),
+            ("candidates[2].failure is empty", |r| {
+                r.candidates[2].failure = Some(String::new())
+            }),
+            ("cublas_time_s", |r| r.cublas_time_s = Some(f64::INFINITY)),
+            ("measured_at_unix_s", |r| r.measured_at_unix_s = -5),
+            ("method must be a JSON object", |r| {
+                r.method = serde_json::json!(3)
+            }),
+            ("the winner is not", |r| {
+                r.winner = serde_json::json!({"BLOCK_M": 999})
+            }),
         ];
         for (expected, break_it) in cases {
             let mut record = sample_record(0);

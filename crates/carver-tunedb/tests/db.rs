@@ -130,23 +130,23 @@ fn every_part_of_the_key_distinguishes_results() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(&dir);
     let base = sample_record(5);
-    let variants: Vec<Box<dyn Fn(&mut TuneRecord)>> = vec![
-        Box::new(|r| r.key.device.name = "NVIDIA H200".into()),
-        Box::new(|r| r.key.device.uuid = "GPU-other".into()),
-        Box::new(|r| r.key.device.driver_version = "590.0".into()),
-        Box::new(|r| r.key.carver_version = "0.2.0".into()),
-        Box::new(|r| r.key.target = "cuda-sm90".into()),
-        Box::new(|r| r.key.kernel_hash = "0000".into()),
-        Box::new(|r| r.key.problem.m += 1),
-        Box::new(|r| r.key.problem.n += 1),
-        Box::new(|r| r.key.problem.k += 1),
-        Box::new(|r| r.key.problem.batch += 1),
-        Box::new(|r| r.key.problem.dtype_a = "bf16".into()),
-        Box::new(|r| r.key.problem.dtype_b = "bf16".into()),
-        Box::new(|r| r.key.problem.dtype_c = "bf16".into()),
-        Box::new(|r| r.key.problem.dtype_acc = "f16".into()),
-        Box::new(|r| r.key.problem.layout_a = "col".into()),
-        Box::new(|r| r.key.problem.layout_b = "col".into()),
+    let variants: Vec<fn(&mut TuneRecord)> = vec![
+        |r| r.key.device.name = "NVIDIA H200".into(),
+        |r| r.key.device.uuid = "GPU-other".into(),
+        |r| r.key.device.driver_version = "590.0".into(),
+        |r| r.key.carver_version = "0.2.0".into(),
+        |r| r.key.target = "cuda-sm90".into(),
+        |r| r.key.kernel_hash = "0000".into(),
+        |r| r.key.problem.m += 1,
+        |r| r.key.problem.n += 1,
+        |r| r.key.problem.k += 1,
+        |r| r.key.problem.batch += 1,
+        |r| r.key.problem.dtype_a = "bf16".into(),
+        |r| r.key.problem.dtype_b = "bf16".into(),
+        |r| r.key.problem.dtype_c = "bf16".into(),
+        |r| r.key.problem.dtype_acc = "f16".into(),
+        |r| r.key.problem.layout_a = "col".into(),
+        |r| r.key.problem.layout_b = "col".into(),
     ];
     db.store(&base).unwrap();
     for change in &variants {
