@@ -31,7 +31,10 @@ fn calibration_kernels_compile_for_every_tensor_core_family() {
         // The loads the measurements rely on: 16-byte, L2-only global loads and 16-byte
         // shared loads that ptxas may not merge.
         assert!(ptx.contains("ld.global.cg.v4.u32"), "sm_{major}{minor}");
-        assert!(ptx.contains("ld.volatile.shared.v4.u32"), "sm_{major}{minor}");
+        assert!(
+            ptx.contains("ld.volatile.shared.v4.u32"),
+            "sm_{major}{minor}"
+        );
         assert!(
             ptx.contains(&format!(".target sm_{major}{minor}")),
             "sm_{major}{minor}"

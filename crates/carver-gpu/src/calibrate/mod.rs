@@ -539,7 +539,7 @@ fn measure_l2(
         arch.l2.bandwidth_bytes_per_s,
         arch.estimated.contains("l2.bandwidth_bytes_per_s"),
         format!(
-            "NVRTC kernel reading a {:.0} MiB buffer (L2 is {:.0} MiB) with 16-byte ld.global.cg loads (L2 only), {} blocks x {} threads on all {} SMs, {} loads in flight per thread, median of {} launches after {} warm-up, CUDA events",
+            "NVRTC kernel reading a {:.0} MiB buffer (L2 is {:.0} MiB) with 16-byte ld.global.cg loads (L2 only), {} blocks x {} threads on all {} SMs, {} independent loads per thread per iteration, median of {} launches after {} warm-up, CUDA events",
             buffer_bytes as f64 / MIB,
             arch.l2.size_bytes as f64 / MIB,
             blocks,
@@ -600,7 +600,7 @@ fn measure_smem(
             .contains("shared_memory.bytes_per_clock_per_sm")
             || arch.estimated.contains("sm.sustained_clock_mhz"),
         format!(
-            "NVRTC kernel of conflict-free 16-byte ld.shared loads (a warp reads 512 consecutive bytes), {} blocks x {} threads ({} per SM, 16 KiB each) on all {} SMs, median of {} launches after {} warm-up, CUDA events",
+            "NVRTC kernel of conflict-free 16-byte ld.volatile.shared loads (a warp reads 512 consecutive bytes), {} blocks x {} threads ({} per SM, 16 KiB each) on all {} SMs, median of {} launches after {} warm-up, CUDA events",
             blocks, READ_BLOCK_THREADS, per_sm, bench.sms, o.bandwidth_runs, o.warmup_runs
         ),
     )
