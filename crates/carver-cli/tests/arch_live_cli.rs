@@ -75,6 +75,7 @@ fn without_a_gpu_detect_and_calibrate_fail_with_the_offline_hint() {
     }
 }
 
+#[cfg(feature = "gpu")]
 #[test]
 fn with_no_driver_library_the_message_names_the_missing_driver() {
     let cache = TempDir::new().unwrap();
@@ -99,7 +100,7 @@ fn with_no_driver_library_the_message_names_the_missing_driver() {
 /// A libcuda that loads but has none of the driver's functions: cudarc panics looking up cuInit,
 /// and carver must turn that into an error. Runs on any Linux machine with a C compiler, GPU or
 /// not (the fake library is found before the real one).
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "gpu", target_os = "linux"))]
 #[test]
 fn a_libcuda_without_the_driver_api_is_an_error_not_a_panic() {
     let dir = TempDir::new().unwrap();
