@@ -54,6 +54,15 @@ fn hit_from_sqlite(bencher: Bencher) {
         .bench_local_refs(|_| db.lookup(divan::black_box(&key)).unwrap());
 }
 
+/// Opening an existing database, as each `carver` process does once: the header and
+/// application id checks, `PRAGMA quick_check` over the whole file, and the WAL switch.
+#[divan::bench(sample_count = 20)]
+fn open_existing(bencher: Bencher) {
+    let (dir, db) = populated();
+    drop(db);
+    bencher.bench_local(|| TuneDb::open(dir.path()).unwrap());
+}
+
 /// A key the database does not hold (misses are not cached).
 #[divan::bench]
 fn miss(bencher: Bencher) {

@@ -377,9 +377,10 @@ impl TuneDb {
     /// Turns a row back into a record. SQLite guarantees the column types (STRICT table); the
     /// JSON columns and signs are checked, as the file may have been edited by hand.
     fn decode(&self, raw: RawRow) -> Result<StoredTuneRecord, TuneDbError> {
+        let id = raw.id;
         let bad = |reason: String| TuneDbError::BadStoredRow {
             path: self.path.clone(),
-            id: raw.id,
+            id,
             reason,
         };
         let size = |name: &str, v: i64| {
@@ -391,24 +392,24 @@ impl TuneDb {
         let record = TuneRecord {
             key: TuneKey {
                 device: DeviceKey {
-                    name: raw.device_name.clone(),
-                    uuid: raw.device_uuid.clone(),
-                    driver_version: raw.driver_version.clone(),
+                    name: raw.device_name,
+                    uuid: raw.device_uuid,
+                    driver_version: raw.driver_version,
                 },
-                carver_version: raw.carver_version.clone(),
-                target: raw.target.clone(),
-                kernel_hash: raw.kernel_hash.clone(),
+                carver_version: raw.carver_version,
+                target: raw.target,
+                kernel_hash: raw.kernel_hash,
                 problem: carver_schema::TuneProblem {
                     m: size("m", raw.m)?,
                     n: size("n", raw.n)?,
                     k: size("k", raw.k)?,
                     batch: size("batch", raw.batch)?,
-                    dtype_a: raw.dtype_a.clone(),
-                    dtype_b: raw.dtype_b.clone(),
-                    dtype_c: raw.dtype_c.clone(),
-                    dtype_acc: raw.dtype_acc.clone(),
-                    layout_a: raw.layout_a.clone(),
-                    layout_b: raw.layout_b.clone(),
+                    dtype_a: raw.dtype_a,
+                    dtype_b: raw.dtype_b,
+                    dtype_c: raw.dtype_c,
+                    dtype_acc: raw.dtype_acc,
+                    layout_a: raw.layout_a,
+                    layout_b: raw.layout_b,
                 },
             },
             winner: json("winner", &raw.winner).map_err(bad)?,
@@ -417,7 +418,7 @@ impl TuneDb {
             measured_at_unix_s: raw.measured_at_unix_s,
             method: json("method", &raw.method).map_err(bad)?,
         };
-        Ok(StoredTuneRecord { id: raw.id, record })
+        Ok(StoredTuneRecord { id, record })
     }
 }
 

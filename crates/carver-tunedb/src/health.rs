@@ -71,16 +71,21 @@ pub fn open_read_write(path: &Path) -> Result<(Connection, Vec<Warning>), TuneDb
     // a third bad file in a row means something keeps writing garbage there.
     for _ in 0..3 {
         refuse_newer_header(path)?;
-        let identity = file_identity(path);
         let conn = connect(path, OpenFlags::default())?;
         match inspect(&conn).map_err(|e| sqlite(path, e))? {
             Health::Newer { version } => return Err(newer(path, version)),
-            Health::Unusable(reason) => {
+            Health::Unusable(_) => {
                 drop(conn);
-                if let Some(moved_to) = move_aside(path, identity)? {
+                // Judged again under the lock: another process that found the same bad file
+                // may have moved it and put a fresh database in its place already.
+                let _lock = lock_recovery(path)?;
+                let conn = connect(path, OpenFlags::default())?;
+                let health = inspect(&conn).map_err(|e| sqlite(path, e))?;
+                drop(conn);
+                if let Health::Unusable(reason) = health {
                     warnings.push(Warning::MovedAside {
                         path: path.to_path_buf(),
-                        moved_to,
+                        moved_to: move_aside(path)?,
                         reason,
                     });
                 }
@@ -221,6 +226,11 @@ fn inspect_unchecked(conn: &Connection) -> rusqlite::Result<Health> {
             Health::Fresh
         });
     }
+    if version < 0 {
+        return Ok(Health::Unusable(format!(
+            "has an impossible schema version ({version})"
+        )));
+    }
     // Judge a newer file by its version alone: its layout is not ours to understand.
     if version > SCHEMA_VERSION {
         return Ok(Health::Newer { version });
@@ -298,6 +308,7 @@ fn initialise_or_migrate(path: &Path, conn: &Connection) -> Result<(), TuneDbErr
     if version == SCHEMA_VERSION && application_id == APPLICATION_ID {
         return Ok(());
     }
+    // `inspect` refused negative versions; another process cannot have set one since.
     let from = usize::try_from(version).unwrap_or(0);
     for step in &MIGRATIONS[from..] {
         tx.execute_batch(step).map_err(|e| sqlite(path, e))?;
@@ -308,30 +319,30 @@ fn initialise_or_migrate(path: &Path, conn: &Connection) -> Result<(), TuneDbErr
         .map_err(|e| sqlite(path, e))
 }
 
-/// Identifies the file now at `path`, so that a file another process has already replaced is
-/// not moved aside a second time.
-#[cfg(unix)]
-fn file_identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
-#[cfg(not(unix))]
-fn file_identity(path: &Path) -> Option<(u64, u64)> {
-    let m = std::fs::metadata(path).ok()?;
-    let modified = m
-        .modified()
-        .ok()?
-        .duration_since(UNIX_EPOCH)
-        .ok()?
-        .as_nanos() as u64;
-    Some((m.len(), modified))
+/// Takes `<db>.recovery-lock` exclusively (waiting for it), held while a process decides about
+/// and moves aside an unusable file, so that two processes never both move it: the second would
+/// move the first one's fresh database. Released when the returned file is dropped. Unix only
+/// (`flock`); elsewhere concurrent recoveries are not serialised.
+fn lock_recovery(path: &Path) -> Result<std::fs::File, TuneDbError> {
+    let failed = |source| TuneDbError::MoveAside {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(companion(path, ".recovery-lock"))
+        .map_err(failed)?;
+    #[cfg(unix)]
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| failed(e.into()))?;
+    Ok(file)
 }
 
 /// Renames the file (and its `-wal`/`-shm` companions, which belong to it and must not be
-/// replayed into the new database) to `<name>.moved-aside-<unix seconds>[-i]`. Returns `None`
-/// when the file is no longer the one that was inspected: another process has dealt with it.
-fn move_aside(path: &Path, inspected: Option<(u64, u64)>) -> Result<Option<PathBuf>, TuneDbError> {
+/// replayed into the new database) to `<name>.moved-aside-<unix seconds>[-i]`.
+fn move_aside(path: &Path) -> Result<PathBuf, TuneDbError> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -346,9 +357,6 @@ fn move_aside(path: &Path, inspected: Option<(u64, u64)>) -> Result<Option<PathB
         })
         .find(|p| !p.exists() && !companion(p, "-wal").exists())
         .expect("an unbounded range always yields an unused name");
-    if inspected.is_none() || file_identity(path) != inspected {
-        return Ok(None);
-    }
     let failed = |source| TuneDbError::MoveAside {
         path: path.to_path_buf(),
         source,
@@ -360,7 +368,7 @@ fn move_aside(path: &Path, inspected: Option<(u64, u64)>) -> Result<Option<PathB
             _ => {}
         }
     }
-    Ok(Some(target))
+    Ok(target)
 }
 
 fn companion(path: &Path, suffix: &str) -> PathBuf {
@@ -429,25 +437,21 @@ mod tests {
     }
 
     #[test]
-    fn moving_aside_takes_the_companions_and_skips_a_replaced_file() {
+    fn moving_aside_takes_the_companions_and_never_reuses_a_name() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         std::fs::write(&path, b"garbage").unwrap();
         std::fs::write(companion(&path, "-wal"), b"wal").unwrap();
-        let identity = file_identity(&path);
-        let moved = move_aside(&path, identity).unwrap().unwrap();
-        assert!(!path.exists());
+        let moved = move_aside(&path).unwrap();
+        assert!(!path.exists() && !companion(&path, "-wal").exists());
         assert_eq!(std::fs::read(&moved).unwrap(), b"garbage");
         assert_eq!(std::fs::read(companion(&moved, "-wal")).unwrap(), b"wal");
 
-        // Another process put a fresh file there since we looked: leave it alone.
-        std::fs::write(&path, b"fresh").unwrap();
-        assert_eq!(move_aside(&path, identity).unwrap(), None);
-        assert_eq!(std::fs::read(&path).unwrap(), b"fresh");
-
         // A second move in the same second gets a distinct name.
-        let again = move_aside(&path, file_identity(&path)).unwrap().unwrap();
+        std::fs::write(&path, b"again").unwrap();
+        let again = move_aside(&path).unwrap();
         assert_ne!(again, moved);
-        assert_eq!(std::fs::read(&again).unwrap(), b"fresh");
+        assert_eq!(std::fs::read(&again).unwrap(), b"again");
+        assert_eq!(std::fs::read(&moved).unwrap(), b"garbage");
     }
 }

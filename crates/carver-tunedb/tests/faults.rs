@@ -33,7 +33,9 @@ fn writer_process() {
     let (first, count) = (number(WRITER_FIRST), number(WRITER_COUNT));
     let padding = std::env::var(WRITER_CANDIDATES).map_or(0, |v| v.parse().unwrap());
     let (db, warnings) = TuneDb::open(Path::new(&dir)).unwrap();
-    assert!(warnings.is_empty(), "{warnings:?}");
+    for warning in warnings {
+        println!("open warning: {warning}");
+    }
     for i in first..first + count {
         let mut record = sample_record(i);
         // Extra failed candidates make each transaction span several pages, so that a kill
@@ -96,12 +98,11 @@ fn eight_writer_processes_lose_nothing() {
     let writers: Vec<Child> = (0..WRITERS)
         .map(|w| spawn_writer(dir.path(), w * EACH, EACH, 0))
         .collect();
-    for writer in writers {
-        let output = writer.wait_with_output().unwrap();
-        assert!(output.status.success(), "a writer failed: {output:?}");
-        let lines = String::from_utf8(output.stdout).unwrap();
-        assert_eq!(lines.lines().filter_map(committed).count() as u64, EACH);
-    }
+    assert_eq!(
+        finish(writers, EACH),
+        0,
+        "a fresh directory gives no warnings"
+    );
     eprintln!(
         "{WRITERS} writers x {EACH} records took {:?}",
         started.elapsed()
@@ -113,6 +114,49 @@ fn eight_writer_processes_lose_nothing() {
         let found = db.lookup(&sample_key(i)).unwrap();
         assert_eq!(found.as_deref(), Some(&sample_record(i)), "record {i}");
     }
+}
+
+/// Waits for writers that each commit `each` records; returns how many open warnings they
+/// printed in all.
+fn finish(writers: Vec<Child>, each: u64) -> usize {
+    let mut warnings = 0;
+    for writer in writers {
+        let output = writer.wait_with_output().unwrap();
+        assert!(output.status.success(), "a writer failed: {output:?}");
+        let lines = String::from_utf8(output.stdout).unwrap();
+        assert_eq!(lines.lines().filter_map(committed).count() as u64, each);
+        warnings += lines.matches("open warning: ").count();
+    }
+    warnings
+}
+
+#[test]
+fn writers_that_all_find_a_bad_file_move_it_aside_once() {
+    const WRITERS: u64 = 6;
+    const EACH: u64 = 100;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(DB_FILE_NAME), "not a database ".repeat(500)).unwrap();
+    let writers: Vec<Child> = (0..WRITERS)
+        .map(|w| spawn_writer(dir.path(), w * EACH, EACH, 0))
+        .collect();
+    // Had two writers both moved a file aside, the second would have taken the first one's new
+    // database (and its records) with it.
+    assert_eq!(
+        finish(writers, EACH),
+        1,
+        "exactly one writer moves the file aside"
+    );
+    let moved = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy()
+                .starts_with("tuning.sqlite3.moved-aside-")
+        })
+        .count();
+    assert_eq!(moved, 1);
+    let db = open_clean(dir.path());
+    assert_eq!(db.count(&Filter::default()).unwrap(), WRITERS * EACH);
 }
 
 #[test]
