@@ -99,7 +99,9 @@ pub fn open_read_write(path: &Path) -> Result<(Connection, Vec<Warning>), TuneDb
     }
     Err(TuneDbError::Unusable {
         path: path.to_path_buf(),
-        reason: "was still unusable after being moved aside twice".into(),
+        reason: "was unusable three times in a row, even after being moved aside; is another \
+                 program writing to it?"
+            .into(),
     })
 }
 

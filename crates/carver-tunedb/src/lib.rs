@@ -19,7 +19,8 @@
 //!   file) is detected on open (`PRAGMA application_id`, `PRAGMA quick_check`), renamed to
 //!   `tuning.sqlite3.moved-aside-<unix seconds>` and replaced by an empty database; a
 //!   [`Warning`] says so. Only SQLite's own verdicts count: a busy or unreadable file is an
-//!   error, never moved.
+//!   error, never moved. Processes that find the same bad file take turns (an `flock` on
+//!   `tuning.sqlite3.recovery-lock`, Unix only) and judge it again, so it is moved once.
 //! - **A newer schema** (a file written by a later carver) is refused with
 //!   [`TuneDbError::NewerSchema`] and left untouched; an older one is migrated.
 //! - **Lookups** are answered from an in-process cache after the first hit (well under a
