@@ -14,16 +14,19 @@
 
 use carver_arch::{Arch, InstructionFamily};
 
-use crate::target::{KernelFamily, Resources, SplitKReduction};
+use crate::dtype::Layout;
+use crate::target::{
+    KernelFamily, LoadPath, Resources, SplitKReduction, staged_elements_per_thread,
+};
 use crate::template::Problem;
 use carver_schema::TileConfig;
 use carver_schema::{Bound, Breakdown, Prediction};
 
 /// Latency of an L2 hit, in SM cycles (public microbenchmarks of Ampere and Hopper: 200-300).
 const L2_HIT_LATENCY_CYCLES: f64 = 270.0;
-/// Latency of a DRAM access under load, in SM cycles: about 600-800 idle on HBM parts, and
-/// more once queues fill near peak bandwidth.
-const DRAM_LATENCY_CYCLES: f64 = 1000.0;
+/// Latency of a DRAM access while the GPU streams from DRAM, in SM cycles: about 600-800 idle
+/// on HBM parts, roughly twice that once the memory queues are full.
+const DRAM_LATENCY_CYCLES: f64 = 2000.0;
 /// Cycles of each main-loop iteration no resource overlaps: the block-wide barrier, waiting on
 /// the stage's copy and the tensor-core group, and the loop's bookkeeping. Other resident
 /// blocks fill the gap.
@@ -38,6 +41,12 @@ const EXTRA_KERNEL_US: f64 = 4.0;
 /// Fraction of the dense tensor peak `mma.sync` reaches on a GPU whose native instruction is
 /// `wgmma` (Hopper runs the legacy warp-level path at about half rate).
 const MMA_SYNC_ON_WGMMA_ARCH: f64 = 0.5;
+/// Bytes per clock one SM can pull from the L2 (its L1 fill port on Ampere and Hopper).
+const SM_L2_PORT_BYTES_PER_CLOCK: f64 = 64.0;
+/// Issue cycles one warp spends per element it stages through registers: address and mask
+/// arithmetic, a narrow load, a conversion and a shared-memory store, each replayed across the
+/// sectors an unaligned row straddles.
+const STAGED_ELEMENT_CYCLES: f64 = 24.0;
 /// Fraction of L2 bandwidth fp32 atomics (read-modify-write in the L2) achieve.
 const ATOMIC_L2_FRACTION: f64 = 0.5;
 
@@ -130,7 +139,18 @@ fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -
     } else {
         sweeps
     };
-    a_bytes * a_reads + b_bytes * b_reads
+    // DRAM delivers whole lines: a tile row shorter than a line wastes the rest of it.
+    let line = f64::from(arch.memory.line_bytes);
+    let efficiency = |row_elems: u32| (f64::from(row_elems) * e / line).min(1.0);
+    let a_row = match p.layout_a {
+        Layout::Row => c.block_k,
+        Layout::Col => c.block_m,
+    };
+    let b_row = match p.layout_b {
+        Layout::Row => c.block_n,
+        Layout::Col => c.block_k,
+    };
+    a_bytes * a_reads / efficiency(a_row) + b_bytes * b_reads / efficiency(b_row)
 }
 
 /// Fraction of the arch's dense peak a block's tensor instructions reach.
@@ -215,37 +235,56 @@ pub fn predict(
     let latency = (hit * L2_HIT_LATENCY_CYCLES + (1.0 - hit) * DRAM_LATENCY_CYCLES) / clock;
 
     // Shared memory: the fill, then every warp row / column re-reads its operand.
+    // wgmma works on 64-row slabs: every slab re-reads the B tile, and every warpgroup column
+    // re-reads its A slab. mma.sync warps read their own rows and columns.
     let (a_reads, b_reads) = match c.mma {
         InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => {
-            (f64::from(c.warps_n), f64::from((c.warps_m / 4).max(1)))
+            (f64::from(c.warps_n), (bm / 64.0).max(1.0))
         }
         InstructionFamily::MmaSync => (f64::from(c.warps_n), f64::from(c.warps_m)),
     };
     let smem_per_iter = (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e;
     let flops_per_iter = 2.0 * bm * bn * bk;
 
+    let path = family.load_path(p, arch);
+    // One stage's operands arrive after the memory latency plus their transfer at the SM's share
+    // of L2 bandwidth (split among the SMs that are busy, at most the SM's own port);
+    // `stages - 1` stages in flight overlap that with the math.
+    let port = SM_L2_PORT_BYTES_PER_CLOCK * clock;
+    let stage_transfer = |blocks: f64| l2_per_iter / (l2_bw / blocks.max(1.0)).min(port);
+    // Element-wise staging: each warp issues its elements' loads, conversions and stores itself.
+    let staged_issue = match path {
+        LoadPath::Registers => {
+            let warps_per_scheduler = c.compute_warps().div_ceil(arch.sm.tensor_cores.max(1));
+            f64::from(staged_elements_per_thread(c) * warps_per_scheduler) * STAGED_ELEMENT_CYCLES
+                / clock
+        }
+        LoadPath::CpAsync | LoadPath::Tma => 0.0,
+    };
+
     // `resident` blocks per SM (per-SM throughput), `blocks` in the whole wave (global bandwidth).
     let iteration = |resident: f64, blocks: f64| -> IterationTimes {
         let warps = (resident as u32) * c.compute_warps();
         let tc_rate = peak / sms * mma_efficiency(c, arch, warps);
-        let stages_in_flight = f64::from(c.stages.max(2) - 1);
-        let compute = resident * flops_per_iter / tc_rate;
+        let compute = resident * (flops_per_iter / tc_rate + staged_issue);
         let smem = resident * smem_per_iter / smem_bw_sm;
         let l2 = blocks * l2_per_iter / l2_bw;
         let dram = blocks * dram_per_iter / dram_bw;
         let sync = ITERATION_SYNC_CYCLES / clock;
         let single_rate = peak / sms * mma_efficiency(c, arch, c.compute_warps());
-        let single = (flops_per_iter / single_rate).max(smem / resident) + sync;
+        let single = (flops_per_iter / single_rate).max(smem / resident) + staged_issue + sync;
+        let arrival = latency + stage_transfer(blocks);
+        let latency = match (path, c.stages) {
+            // Nothing overlaps a block's own loads: it waits for them every iteration.
+            (LoadPath::Registers, _) | (_, 0..=1) => arrival + single,
+            (_, stages) => arrival / f64::from(stages - 1),
+        };
         IterationTimes {
             compute,
             smem,
             l2,
             dram,
-            latency: if c.stages <= 1 {
-                latency + single
-            } else {
-                latency / stages_in_flight
-            },
+            latency,
             single,
         }
     };
@@ -285,7 +324,10 @@ pub fn predict(
     let mut epilogue = 0.0;
     let mut add_wave = |resident: f64, blocks: f64, count: f64| {
         let it = iteration(resident, blocks);
-        let epi = blocks * epilogue_bytes_per_block / epilogue_rate;
+        // The wave's tiles leave at the global write rate, and no block finishes before its own
+        // tile has gone out through its SM's port.
+        let epi = (blocks * epilogue_bytes_per_block / epilogue_rate)
+            .max(epilogue_bytes_per_block / port);
         main += count * (iters * it.total() + fill);
         epilogue += count * epi;
         totals.compute += count * iters * it.compute;

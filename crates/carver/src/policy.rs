@@ -9,6 +9,7 @@
 use carver_arch::Arch;
 
 use crate::cost::{launch_order_matters, predict};
+use crate::dtype::Layout;
 use crate::target::{KernelFamily, check_config};
 use crate::template::Problem;
 use carver_schema::Prediction;
@@ -45,19 +46,23 @@ fn useful_sizes(sizes: &[u32], dim: u64) -> Vec<u32> {
         .collect()
 }
 
-/// Reduction steps that load whole 128-byte rows (the coalescing unit), or the smallest step
-/// that covers a short K; shorter steps only add per-iteration synchronization.
-fn reduction_steps(sizes: &[u32], k: u64, elem_bytes: u32, line_bytes: u32) -> Vec<u32> {
-    let useful = useful_sizes(sizes, k);
-    let whole_rows: Vec<u32> = useful
+/// Bytes of contiguous memory a tile row should cover: two 32-byte sectors. Shorter rows make
+/// every block fetch partial lines and multiply the requests per byte.
+pub const MIN_ROW_BYTES: u32 = 64;
+
+/// Sizes along a dimension that is contiguous in memory for some operand: at least
+/// [`MIN_ROW_BYTES`] per row, or the covering size when the dimension itself is shorter.
+fn contiguous_sizes(sizes: &[u32], dim: u64, elem_bytes: u32) -> Vec<u32> {
+    let useful = useful_sizes(sizes, dim);
+    let long_rows: Vec<u32> = useful
         .iter()
         .copied()
-        .filter(|&s| s * elem_bytes >= line_bytes)
+        .filter(|&s| s * elem_bytes >= MIN_ROW_BYTES)
         .collect();
-    if whole_rows.is_empty() {
+    if long_rows.is_empty() {
         useful.iter().copied().max().into_iter().collect()
     } else {
-        whole_rows
+        long_rows
     }
 }
 
@@ -67,13 +72,23 @@ fn reduction_steps(sizes: &[u32], k: u64, elem_bytes: u32, line_bytes: u32) -> V
 /// larger than a tiny problem (TileLang needs 128 threads' worth of tile) gets its whole list.
 pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Candidate> {
     let [bms, bns, bks] = family.block_sizes(p, arch);
+    let e = p.in_bytes();
+    // M is contiguous for a column-major A, N for a row-major B, K for the other two.
+    let m_sizes = match p.layout_a {
+        Layout::Col => contiguous_sizes(&bms, p.m, e),
+        Layout::Row => useful_sizes(&bms, p.m),
+    };
+    let n_sizes = match p.layout_b {
+        Layout::Row => contiguous_sizes(&bns, p.n, e),
+        Layout::Col => useful_sizes(&bns, p.n),
+    };
     let pruned = enumerate(
         family,
         p,
         arch,
-        &useful_sizes(&bms, p.m),
-        &useful_sizes(&bns, p.n),
-        &reduction_steps(&bks, p.k, p.in_bytes(), arch.memory.line_bytes),
+        &m_sizes,
+        &n_sizes,
+        &contiguous_sizes(&bks, p.k, e),
     );
     if !pruned.is_empty() {
         return pruned;
@@ -156,7 +171,7 @@ fn enumerate(
     out
 }
 
-/// The pipeline depth the model prefers for one structure (fewest stages among equals).
+/// The pipeline depth the model prefers for one structure.
 ///
 /// Legality is checked once at the shallowest depth; deeper pipelines differ only in shared
 /// memory, which grows by a fixed amount per stage, so the deepest legal one is arithmetic.
@@ -191,12 +206,17 @@ fn best_stages(
         let Some(prediction) = predict(family, p, &tile, res, arch) else {
             continue;
         };
-        // Prefer fewer stages unless more are clearly faster (1%): deeper pipelines cost
-        // occupancy and compile time for nothing when latency is already hidden.
-        if best
-            .as_ref()
-            .is_none_or(|b| prediction.time_us < b.prediction.time_us * 0.99)
-        {
+        // Among depths within 1% of each other, prefer more resident blocks, then the deeper
+        // pipeline: stages that cost no occupancy absorb the latency spread the mean hides.
+        let better = match &best {
+            None => true,
+            Some(b) => {
+                let (t, bt) = (prediction.time_us, b.prediction.time_us);
+                t < bt * 0.99
+                    || (t <= bt * 1.01 && prediction.blocks_per_sm >= b.prediction.blocks_per_sm)
+            }
+        };
+        if better {
             best = Some(Candidate { tile, prediction });
         }
     }

@@ -11,7 +11,7 @@ use crate::policy::Candidate;
 /// How far behind the best a prediction may be and still be picked for diversity.
 pub const DIVERSITY_WINDOW: f64 = 0.35;
 /// Predicted-time penalty per unit of similarity to the closest already-picked candidate.
-pub const SIMILARITY_PENALTY: f64 = 0.12;
+pub const SIMILARITY_PENALTY: f64 = 0.15;
 
 /// Total order on candidates: predicted time, then the configuration itself (deterministic).
 pub fn by_time(a: &Candidate, b: &Candidate) -> Ordering {

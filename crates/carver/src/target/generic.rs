@@ -87,8 +87,10 @@ impl KernelFamily for GenericFamily {
         &[(1, 1)]
     }
 
-    fn load_path(&self, arch: &Arch) -> LoadPath {
-        if arch.gpu.compute_capability.major >= 9 {
+    fn load_path(&self, problem: &Problem, arch: &Arch) -> LoadPath {
+        if !(problem.aligned_a && problem.aligned_b) {
+            LoadPath::Registers
+        } else if arch.gpu.compute_capability.major >= 9 {
             LoadPath::Tma
         } else {
             LoadPath::CpAsync

@@ -93,6 +93,10 @@ pub enum LoadPath {
     CpAsync,
     /// The Tensor Memory Accelerator, issued by one thread of a producer warp.
     Tma,
+    /// Element-wise loads into registers, then stores to shared memory: what a kernel must do
+    /// when it cannot prove 16-byte alignment. No asynchronous pipeline: every iteration waits
+    /// for its own loads, and every staged element costs registers and issue slots.
+    Registers,
 }
 
 /// How partial sums of a split-K launch are combined.
@@ -148,7 +152,7 @@ pub trait KernelFamily: Sync {
         &[false]
     }
 
-    fn load_path(&self, arch: &Arch) -> LoadPath;
+    fn load_path(&self, problem: &Problem, arch: &Arch) -> LoadPath;
     fn split_k_reduction(&self) -> SplitKReduction;
 
     /// Shared memory and registers a configuration needs.
@@ -281,4 +285,24 @@ pub(crate) fn wgmma_warps(block_m: u32, warps: u32) -> (u32, u32) {
     let groups = warps / 4;
     let groups_m = (block_m / 64).clamp(1, groups);
     (4 * groups_m, groups / groups_m)
+}
+
+/// Whether both operands can be loaded in 16-byte vectors: each leading dimension must be a
+/// multiple of `multiple_elems` elements (kernel families prove alignment differently).
+pub(crate) fn operands_vectorizable(problem: &Problem, multiple_elems: u64) -> bool {
+    use crate::dtype::Layout;
+    let lda = match problem.layout_a {
+        Layout::Row => problem.k,
+        Layout::Col => problem.m,
+    };
+    let ldb = match problem.layout_b {
+        Layout::Row => problem.n,
+        Layout::Col => problem.k,
+    };
+    lda % multiple_elems == 0 && ldb % multiple_elems == 0
+}
+
+/// Elements of A and B one thread stages through registers per main-loop iteration.
+pub(crate) fn staged_elements_per_thread(config: &TileConfig) -> u32 {
+    ((config.block_m + config.block_n) * config.block_k).div_ceil(config.threads())
 }

@@ -168,7 +168,7 @@ impl KernelFamily for Sm90Family {
         &[false, true]
     }
 
-    fn load_path(&self, _arch: &Arch) -> LoadPath {
+    fn load_path(&self, _problem: &Problem, _arch: &Arch) -> LoadPath {
         LoadPath::Tma
     }
 

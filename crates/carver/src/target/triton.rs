@@ -6,7 +6,8 @@ use serde_json::json;
 
 use super::{
     KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
-    field_u32, mma_sync_warps, pick_mma, wgmma_warps,
+    field_u32, mma_sync_warps, operands_vectorizable, pick_mma, staged_elements_per_thread,
+    wgmma_warps,
 };
 use crate::dtype::DType;
 use crate::error::CarverError;
@@ -95,8 +96,14 @@ impl KernelFamily for TritonFamily {
         &[1, 2, 4, 8, 16]
     }
 
-    fn load_path(&self, _arch: &Arch) -> LoadPath {
-        LoadPath::CpAsync
+    fn load_path(&self, problem: &Problem, _arch: &Arch) -> LoadPath {
+        // Triton specializes integer arguments on divisibility by 16 (elements); only then does
+        // it vectorize loads and pipeline them with cp.async.
+        if operands_vectorizable(problem, 16) {
+            LoadPath::CpAsync
+        } else {
+            LoadPath::Registers
+        }
     }
 
     fn split_k_reduction(&self) -> SplitKReduction {
@@ -105,17 +112,25 @@ impl KernelFamily for TritonFamily {
 
     fn resources(&self, c: &TileConfig, problem: &Problem) -> Resources {
         let e = u64::from(problem.in_bytes());
-        let pipeline = u64::from(c.stages.max(1))
-            * u64::from(c.block_m + c.block_n)
-            * u64::from(c.block_k)
-            * e;
+        let staged = !operands_vectorizable(problem, 16);
+        // Staged through registers there is one shared-memory buffer whatever num_stages says.
+        let buffers = if staged {
+            1
+        } else {
+            u64::from(c.stages.max(1))
+        };
+        let pipeline = buffers * u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e;
         // The epilogue converts the accumulator layout through shared memory, reusing the
         // pipeline buffers once the main loop is done.
         let epilogue = u64::from(c.block_m) * u64::from(c.block_n) * u64::from(problem.c.bytes());
         let threads = c.threads();
-        // Each thread keeps a 64-bit pointer per 16-byte vector it loads per stage.
         let vectors = (u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e).div_ceil(16);
-        let load_regs = (2 * vectors.div_ceil(u64::from(threads))).min(64) as u32;
+        // A 64-bit pointer per 16-byte vector; staged element-wise, a pointer and a value per element.
+        let load_regs = if staged {
+            3 * staged_elements_per_thread(c)
+        } else {
+            (2 * vectors.div_ceil(u64::from(threads))).min(64) as u32
+        };
         let operand_regs = match c.mma {
             InstructionFamily::MmaSync => {
                 let (wm, wn) = c.warp_tile();
