@@ -217,7 +217,7 @@ fn hardware_db_at_a_missing_directory_is_an_error() {
 fn hardware_db_entries_are_listed_as_user_files_and_override_by_key() {
     let cache = tempfile::tempdir().unwrap();
     let text = shipped_h100().replacen(
-        "bandwidth_bytes_per_s = 8.5e12",
+        "bandwidth_bytes_per_s = 7.85e12",
         "bandwidth_bytes_per_s = 9.1e12",
         1,
     );
