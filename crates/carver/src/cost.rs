@@ -105,6 +105,12 @@ pub fn launch_order_matters(p: &Problem, arch: &Arch) -> bool {
     inputs > arch.l2.size_bytes as f64 * L2_USABLE_FRACTION
 }
 
+/// Bytes of A and B the main loop of `config` pulls from DRAM: what its launch order decides.
+pub fn launch_order_traffic(p: &Problem, config: &TileConfig, res: Resources, arch: &Arch) -> f64 {
+    let g = geometry(p, config, res, arch);
+    mainloop_dram_bytes(p, config, &g, arch)
+}
+
 /// Bytes of A and B the main loop pulls from DRAM, given the launch order and the L2.
 fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -> f64 {
     let e = f64::from(p.in_bytes());
@@ -154,11 +160,7 @@ fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -
 }
 
 /// Fraction of the arch's dense peak a block's tensor instructions reach.
-fn mma_efficiency(c: &TileConfig, arch: &Arch, resident_warps: u32) -> f64 {
-    let has_wgmma = arch
-        .tensor_instructions
-        .iter()
-        .any(|i| i.family == InstructionFamily::Wgmma);
+fn mma_efficiency(c: &TileConfig, arch: &Arch, resident_warps: u32, has_wgmma: bool) -> f64 {
     match c.mma {
         InstructionFamily::MmaSync => {
             let per_sm = arch.sm.tensor_cores.max(1);
@@ -206,213 +208,272 @@ pub fn predict(
     res: Resources,
     arch: &Arch,
 ) -> Option<Prediction> {
-    let g = geometry(p, c, res, arch);
-    if g.blocks_per_sm == 0 {
-        return None;
+    Pricer::new(family, p, arch)?.predict(c, res)
+}
+
+/// The cost model bound to one problem on one arch: what does not depend on the configuration
+/// is worked out once, so pricing the policy's hundreds of points stays in microseconds.
+#[derive(Clone, Copy)]
+pub struct Pricer<'a> {
+    p: &'a Problem,
+    arch: &'a Arch,
+    sms: f64,
+    clock: f64,
+    e: f64,
+    eo: f64,
+    peak: f64,
+    dram_bw: f64,
+    l2_bw: f64,
+    smem_bw_sm: f64,
+    has_wgmma: bool,
+    path: LoadPath,
+    port: f64,
+    split_reduction: SplitKReduction,
+}
+
+impl<'a> Pricer<'a> {
+    /// `None` when the arch has no peak for the problem's compute class.
+    pub fn new(family: &'a dyn KernelFamily, p: &'a Problem, arch: &'a Arch) -> Option<Self> {
+        let sms = f64::from(arch.sm.count);
+        let clock = arch.sm.sustained_clock_mhz * 1e6;
+        Some(Self {
+            p,
+            arch,
+            sms,
+            clock,
+            e: f64::from(p.in_bytes()),
+            eo: f64::from(p.c.bytes()),
+            peak: arch.peak_flops(p.class)?,
+            dram_bw: arch.dram_bandwidth(),
+            l2_bw: arch.l2_bandwidth(),
+            smem_bw_sm: arch.smem_bandwidth() / sms,
+            has_wgmma: arch
+                .tensor_instructions
+                .iter()
+                .any(|i| i.family == InstructionFamily::Wgmma),
+            path: family.load_path(p, arch),
+            port: SM_L2_PORT_BYTES_PER_CLOCK * clock,
+            split_reduction: family.split_k_reduction(),
+        })
     }
-    let sms = f64::from(arch.sm.count);
-    let clock = arch.sm.sustained_clock_mhz * 1e6;
-    let e = f64::from(p.in_bytes());
-    let eo = f64::from(p.c.bytes());
-    let (bm, bn, bk) = (
-        f64::from(c.block_m),
-        f64::from(c.block_n),
-        f64::from(c.block_k),
-    );
-    let peak = arch.peak_flops(p.class)?;
-    let dram_bw = arch.dram_bandwidth();
-    let l2_bw = arch.l2_bandwidth();
-    let smem_bw_sm = arch.smem_bandwidth() / sms;
 
-    // Traffic.
-    let (m, n, k, batch) = (p.m as f64, p.n as f64, p.k as f64, p.batch as f64);
-    let dram_mainloop = mainloop_dram_bytes(p, c, &g, arch);
-    let l2_mainloop = (g.tiles_n as f64 * m * k + g.tiles_m as f64 * k * n) * e * batch;
-    let block_iters = (g.tiles * u64::from(c.split_k) * g.iters) as f64;
-    let l2_per_iter = l2_mainloop / block_iters;
-    let dram_per_iter = dram_mainloop / block_iters;
-    let hit = (1.0 - dram_mainloop / l2_mainloop).clamp(0.0, 1.0);
-    let latency = (hit * L2_HIT_LATENCY_CYCLES + (1.0 - hit) * DRAM_LATENCY_CYCLES) / clock;
-
-    // Shared memory: the fill, then every warp row / column re-reads its operand.
-    // wgmma works on 64-row slabs: every slab re-reads the B tile, and every warpgroup column
-    // re-reads its A slab. mma.sync warps read their own rows and columns.
-    let (a_reads, b_reads) = match c.mma {
-        InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => {
-            (f64::from(c.warps_n), (bm / 64.0).max(1.0))
+    /// Predicts the time of one configuration (`None` when no block fits on an SM).
+    pub fn predict(&self, c: &TileConfig, res: Resources) -> Option<Prediction> {
+        let Pricer {
+            p,
+            arch,
+            sms,
+            clock,
+            e,
+            eo,
+            peak,
+            dram_bw,
+            l2_bw,
+            smem_bw_sm,
+            has_wgmma,
+            path,
+            port,
+            split_reduction,
+        } = *self;
+        let g = geometry(p, c, res, arch);
+        if g.blocks_per_sm == 0 {
+            return None;
         }
-        InstructionFamily::MmaSync => (f64::from(c.warps_n), f64::from(c.warps_m)),
-    };
-    let smem_per_iter = (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e;
-    let flops_per_iter = 2.0 * bm * bn * bk;
+        let (bm, bn, bk) = (
+            f64::from(c.block_m),
+            f64::from(c.block_n),
+            f64::from(c.block_k),
+        );
 
-    let path = family.load_path(p, arch);
-    // One stage's operands arrive after the memory latency plus their transfer at the SM's share
-    // of L2 bandwidth (split among the SMs that are busy, at most the SM's own port);
-    // `stages - 1` stages in flight overlap that with the math.
-    let port = SM_L2_PORT_BYTES_PER_CLOCK * clock;
-    let stage_transfer = |blocks: f64| l2_per_iter / (l2_bw / blocks.max(1.0)).min(port);
-    // Element-wise staging: each warp issues its elements' loads, conversions and stores itself.
-    let staged_issue = match path {
-        LoadPath::Registers => {
-            let warps_per_scheduler = c.compute_warps().div_ceil(arch.sm.tensor_cores.max(1));
-            f64::from(staged_elements_per_thread(c) * warps_per_scheduler) * STAGED_ELEMENT_CYCLES
-                / clock
-        }
-        LoadPath::CpAsync | LoadPath::Tma => 0.0,
-    };
+        // Traffic.
+        let (m, n, k, batch) = (p.m as f64, p.n as f64, p.k as f64, p.batch as f64);
+        let dram_mainloop = mainloop_dram_bytes(p, c, &g, arch);
+        let l2_mainloop = (g.tiles_n as f64 * m * k + g.tiles_m as f64 * k * n) * e * batch;
+        let block_iters = (g.tiles * u64::from(c.split_k) * g.iters) as f64;
+        let l2_per_iter = l2_mainloop / block_iters;
+        let dram_per_iter = dram_mainloop / block_iters;
+        let hit = (1.0 - dram_mainloop / l2_mainloop).clamp(0.0, 1.0);
+        let latency = (hit * L2_HIT_LATENCY_CYCLES + (1.0 - hit) * DRAM_LATENCY_CYCLES) / clock;
 
-    // `resident` blocks per SM (per-SM throughput), `blocks` in the whole wave (global bandwidth).
-    let iteration = |resident: f64, blocks: f64| -> IterationTimes {
-        let warps = (resident as u32) * c.compute_warps();
-        let tc_rate = peak / sms * mma_efficiency(c, arch, warps);
-        let compute = resident * (flops_per_iter / tc_rate + staged_issue);
-        let smem = resident * smem_per_iter / smem_bw_sm;
-        let l2 = blocks * l2_per_iter / l2_bw;
-        let dram = blocks * dram_per_iter / dram_bw;
-        let sync = ITERATION_SYNC_CYCLES / clock;
-        let single_rate = peak / sms * mma_efficiency(c, arch, c.compute_warps());
-        let single = (flops_per_iter / single_rate).max(smem / resident) + staged_issue + sync;
-        let arrival = latency + stage_transfer(blocks);
-        let latency = match (path, c.stages) {
-            // Nothing overlaps a block's own loads: it waits for them every iteration.
-            (LoadPath::Registers, _) | (_, 0..=1) => arrival + single,
-            (_, stages) => arrival / f64::from(stages - 1),
+        // Shared memory: the fill, then every warp row / column re-reads its operand.
+        // wgmma works on 64-row slabs: every slab re-reads the B tile, and every warpgroup column
+        // re-reads its A slab. mma.sync warps read their own rows and columns.
+        let (a_reads, b_reads) = match c.mma {
+            InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => {
+                (f64::from(c.warps_n), (bm / 64.0).max(1.0))
+            }
+            InstructionFamily::MmaSync => (f64::from(c.warps_n), f64::from(c.warps_m)),
         };
-        IterationTimes {
-            compute,
-            smem,
-            l2,
-            dram,
-            latency,
-            single,
-        }
-    };
+        let smem_per_iter = (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e;
+        let flops_per_iter = 2.0 * bm * bn * bk;
 
-    // Epilogue: each block writes its tile (split-K: fp32 partials).
-    let epilogue_bytes_per_block = match (c.split_k > 1, family.split_k_reduction()) {
-        (false, _) => bm.min(m) * bn.min(n) * eo,
-        (true, _) => bm.min(m) * bn.min(n) * 4.0,
-    };
-    let epilogue_rate = match (c.split_k > 1, family.split_k_reduction()) {
-        (true, SplitKReduction::AtomicWorkspace) => l2_bw * ATOMIC_L2_FRACTION,
-        _ => dram_bw,
-    };
-    // Launch fill: the first stage's latency is exposed once per block.
-    let fill = latency;
-
-    // Waves: full waves at the configured occupancy, then the tail.
-    let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm);
-    let (full_waves, tail_blocks) = if c.persistent {
-        // A persistent grid walks tiles in rounds; the last round is partial.
-        let rounds = g.tiles.div_ceil(slots.min(g.tiles).max(1));
-        let tail = g.tiles - (rounds - 1) * slots.min(g.tiles);
-        (rounds - 1, tail)
-    } else {
-        (g.grid / slots, g.grid % slots)
-    };
-    let iters = g.iters as f64;
-    let mut totals = IterationTimes {
-        compute: 0.0,
-        smem: 0.0,
-        l2: 0.0,
-        dram: 0.0,
-        latency: 0.0,
-        single: 0.0,
-    };
-    let mut main = 0.0;
-    let mut epilogue = 0.0;
-    let mut add_wave = |resident: f64, blocks: f64, count: f64| {
-        let it = iteration(resident, blocks);
-        // The wave's tiles leave at the global write rate, and no block finishes before its own
-        // tile has gone out through its SM's port.
-        let epi = (blocks * epilogue_bytes_per_block / epilogue_rate)
-            .max(epilogue_bytes_per_block / port);
-        main += count * (iters * it.total() + fill);
-        epilogue += count * epi;
-        totals.compute += count * iters * it.compute;
-        totals.smem += count * iters * it.smem;
-        totals.l2 += count * iters * it.l2;
-        totals.dram += count * iters * it.dram;
-        totals.latency += count * (iters * it.latency.max(it.single) + fill);
-    };
-    if full_waves > 0 {
-        add_wave(f64::from(g.blocks_per_sm), slots as f64, full_waves as f64);
-    }
-    if tail_blocks > 0 {
-        let resident = tail_blocks.div_ceil(u64::from(arch.sm.count)) as f64;
-        add_wave(resident, tail_blocks as f64, 1.0);
-    }
-
-    // Split-K reduction outside the main kernel.
-    let mn = m * n * batch;
-    let split_k_time = if c.split_k > 1 {
-        match family.split_k_reduction() {
-            // Zero the workspace, then cast it to the output type.
-            SplitKReduction::AtomicWorkspace => {
-                2.0 * EXTRA_KERNEL_US * 1e-6 + (mn * 4.0 + mn * 4.0 + mn * eo) / dram_bw
+        // One stage's operands arrive after the memory latency plus their transfer at the SM's share
+        // of L2 bandwidth (split among the SMs that are busy, at most the SM's own port);
+        // `stages - 1` stages in flight overlap that with the math.
+        let stage_transfer = |blocks: f64| l2_per_iter / (l2_bw / blocks.max(1.0)).min(port);
+        // Element-wise staging: each warp issues its elements' loads, conversions and stores itself.
+        let staged_issue = match path {
+            LoadPath::Registers => {
+                let warps_per_scheduler = c.compute_warps().div_ceil(arch.sm.tensor_cores.max(1));
+                f64::from(staged_elements_per_thread(c) * warps_per_scheduler)
+                    * STAGED_ELEMENT_CYCLES
+                    / clock
             }
-            // Sum the per-split slices.
-            SplitKReduction::SeparateReduce => {
-                EXTRA_KERNEL_US * 1e-6 + (f64::from(c.split_k) * mn * 4.0 + mn * eo) / dram_bw
+            LoadPath::CpAsync | LoadPath::Tma => 0.0,
+        };
+
+        // `resident` blocks per SM (per-SM throughput), `blocks` in the whole wave (global bandwidth).
+        let iteration = |resident: f64, blocks: f64| -> IterationTimes {
+            let warps = (resident as u32) * c.compute_warps();
+            let tc_rate = peak / sms * mma_efficiency(c, arch, warps, has_wgmma);
+            let compute = resident * (flops_per_iter / tc_rate + staged_issue);
+            let smem = resident * smem_per_iter / smem_bw_sm;
+            let l2 = blocks * l2_per_iter / l2_bw;
+            let dram = blocks * dram_per_iter / dram_bw;
+            let sync = ITERATION_SYNC_CYCLES / clock;
+            let single_rate = peak / sms * mma_efficiency(c, arch, c.compute_warps(), has_wgmma);
+            let single = (flops_per_iter / single_rate).max(smem / resident) + staged_issue + sync;
+            let arrival = latency + stage_transfer(blocks);
+            let latency = match (path, c.stages) {
+                // Nothing overlaps a block's own loads: it waits for them every iteration.
+                (LoadPath::Registers, _) | (_, 0..=1) => arrival + single,
+                (_, stages) => arrival / f64::from(stages - 1),
+            };
+            IterationTimes {
+                compute,
+                smem,
+                l2,
+                dram,
+                latency,
+                single,
             }
+        };
+
+        // Epilogue: each block writes its tile (split-K: fp32 partials).
+        let epilogue_bytes_per_block = match (c.split_k > 1, split_reduction) {
+            (false, _) => bm.min(m) * bn.min(n) * eo,
+            (true, _) => bm.min(m) * bn.min(n) * 4.0,
+        };
+        let epilogue_rate = match (c.split_k > 1, split_reduction) {
+            (true, SplitKReduction::AtomicWorkspace) => l2_bw * ATOMIC_L2_FRACTION,
+            _ => dram_bw,
+        };
+        // Launch fill: the first stage's latency is exposed once per block.
+        let fill = latency;
+
+        // Waves: full waves at the configured occupancy, then the tail.
+        let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm);
+        let (full_waves, tail_blocks) = if c.persistent {
+            // A persistent grid walks tiles in rounds; the last round is partial.
+            let rounds = g.tiles.div_ceil(slots.min(g.tiles).max(1));
+            let tail = g.tiles - (rounds - 1) * slots.min(g.tiles);
+            (rounds - 1, tail)
+        } else {
+            (g.grid / slots, g.grid % slots)
+        };
+        let iters = g.iters as f64;
+        let mut totals = IterationTimes {
+            compute: 0.0,
+            smem: 0.0,
+            l2: 0.0,
+            dram: 0.0,
+            latency: 0.0,
+            single: 0.0,
+        };
+        let mut main = 0.0;
+        let mut epilogue = 0.0;
+        let mut add_wave = |resident: f64, blocks: f64, count: f64| {
+            let it = iteration(resident, blocks);
+            // The wave's tiles leave at the global write rate, and no block finishes before its own
+            // tile has gone out through its SM's port.
+            let epi = (blocks * epilogue_bytes_per_block / epilogue_rate)
+                .max(epilogue_bytes_per_block / port);
+            main += count * (iters * it.total() + fill);
+            epilogue += count * epi;
+            totals.compute += count * iters * it.compute;
+            totals.smem += count * iters * it.smem;
+            totals.l2 += count * iters * it.l2;
+            totals.dram += count * iters * it.dram;
+            totals.latency += count * (iters * it.latency.max(it.single) + fill);
+        };
+        if full_waves > 0 {
+            add_wave(f64::from(g.blocks_per_sm), slots as f64, full_waves as f64);
         }
-    } else {
-        0.0
-    };
+        if tail_blocks > 0 {
+            let resident = tail_blocks.div_ceil(u64::from(arch.sm.count)) as f64;
+            add_wave(resident, tail_blocks as f64, 1.0);
+        }
 
-    let overhead = LAUNCH_OVERHEAD_US * 1e-6;
-    let c_bytes = mn * if c.split_k > 1 { 0.0 } else { eo };
-    let dram_total = dram_mainloop + c_bytes;
-    let kernel = (main + epilogue).max(dram_total / dram_bw);
-    let time = overhead + kernel + split_k_time;
+        // Split-K reduction outside the main kernel.
+        let mn = m * n * batch;
+        let split_k_time = if c.split_k > 1 {
+            match split_reduction {
+                // Zero the workspace, then cast it to the output type.
+                SplitKReduction::AtomicWorkspace => {
+                    2.0 * EXTRA_KERNEL_US * 1e-6 + (mn * 4.0 + mn * 4.0 + mn * eo) / dram_bw
+                }
+                // Sum the per-split slices.
+                SplitKReduction::SeparateReduce => {
+                    EXTRA_KERNEL_US * 1e-6 + (f64::from(c.split_k) * mn * 4.0 + mn * eo) / dram_bw
+                }
+            }
+        } else {
+            0.0
+        };
 
-    let bound = {
-        let candidates = [
-            (Bound::Compute, totals.compute),
-            (Bound::Smem, totals.smem),
-            (Bound::L2, totals.l2),
-            (Bound::Dram, totals.dram.max(dram_total / dram_bw)),
-            (Bound::Latency, totals.latency + overhead + split_k_time),
-        ];
-        candidates
-            .into_iter()
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|x| x.0)
-            .unwrap_or(Bound::Compute)
-    };
-    let waves = g.grid as f64 / slots as f64;
-    let padded = (g.tiles_m * u64::from(c.block_m)) as f64
-        * (g.tiles_n * u64::from(c.block_n)) as f64
-        * (g.iters * u64::from(c.split_k) * u64::from(c.block_k)) as f64;
-    let us = 1e6;
-    Some(Prediction {
-        time_us: time * us,
-        tflops: p.flops() / time / 1e12,
-        bound,
-        smem_bytes: res.smem_bytes,
-        registers_per_thread: res.registers_per_thread,
-        threads: c.threads(),
-        blocks_per_sm: g.blocks_per_sm,
-        grid: g.grid,
-        waves,
-        breakdown: Breakdown {
-            compute_us: totals.compute * us,
-            smem_us: totals.smem * us,
-            l2_us: totals.l2 * us,
-            dram_us: totals.dram.max(dram_total / dram_bw) * us,
-            latency_us: totals.latency * us,
-            epilogue_us: epilogue * us,
-            split_k_us: split_k_time * us,
-            overhead_us: overhead * us,
-            dram_bytes: dram_total,
-            l2_bytes: l2_mainloop,
-            wave_efficiency: if waves > 0.0 {
-                waves / waves.ceil()
-            } else {
-                1.0
+        let overhead = LAUNCH_OVERHEAD_US * 1e-6;
+        let c_bytes = mn * if c.split_k > 1 { 0.0 } else { eo };
+        let dram_total = dram_mainloop + c_bytes;
+        let kernel = (main + epilogue).max(dram_total / dram_bw);
+        let time = overhead + kernel + split_k_time;
+
+        let bound = {
+            let candidates = [
+                (Bound::Compute, totals.compute),
+                (Bound::Smem, totals.smem),
+                (Bound::L2, totals.l2),
+                (Bound::Dram, totals.dram.max(dram_total / dram_bw)),
+                (Bound::Latency, totals.latency + overhead + split_k_time),
+            ];
+            candidates
+                .into_iter()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|x| x.0)
+                .unwrap_or(Bound::Compute)
+        };
+        let waves = g.grid as f64 / slots as f64;
+        let padded = (g.tiles_m * u64::from(c.block_m)) as f64
+            * (g.tiles_n * u64::from(c.block_n)) as f64
+            * (g.iters * u64::from(c.split_k) * u64::from(c.block_k)) as f64;
+        let us = 1e6;
+        Some(Prediction {
+            time_us: time * us,
+            tflops: p.flops() / time / 1e12,
+            bound,
+            smem_bytes: res.smem_bytes,
+            registers_per_thread: res.registers_per_thread,
+            threads: c.threads(),
+            blocks_per_sm: g.blocks_per_sm,
+            grid: g.grid,
+            waves,
+            breakdown: Breakdown {
+                compute_us: totals.compute * us,
+                smem_us: totals.smem * us,
+                l2_us: totals.l2 * us,
+                dram_us: totals.dram.max(dram_total / dram_bw) * us,
+                latency_us: totals.latency * us,
+                epilogue_us: epilogue * us,
+                split_k_us: split_k_time * us,
+                overhead_us: overhead * us,
+                dram_bytes: dram_total,
+                l2_bytes: l2_mainloop,
+                wave_efficiency: if waves > 0.0 {
+                    waves / waves.ceil()
+                } else {
+                    1.0
+                },
+                padding_efficiency: (m * n * k) / padded,
             },
-            padding_efficiency: (m * n * k) / padded,
-        },
-    })
+        })
+    }
 }

@@ -8,9 +8,9 @@
 
 use carver_arch::Arch;
 
-use crate::cost::{launch_order_matters, predict};
+use crate::cost::{Pricer, blocks_per_sm, launch_order_matters, launch_order_traffic};
 use crate::dtype::Layout;
-use crate::target::{KernelFamily, check_config};
+use crate::target::{KernelFamily, WarpLayout, check_config};
 use crate::template::Problem;
 use carver_schema::Prediction;
 use carver_schema::{Raster, RasterOrder, TileConfig};
@@ -71,6 +71,9 @@ fn contiguous_sizes(sizes: &[u32], dim: u64, elem_bytes: u32) -> Vec<u32> {
 /// Tiles larger than the problem are pruned first; a family whose smallest legal tile is still
 /// larger than a tiny problem (TileLang needs 128 threads' worth of tile) gets its whole list.
 pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Candidate> {
+    let Some(pricer) = Pricer::new(family, p, arch) else {
+        return Vec::new();
+    };
     let [bms, bns, bks] = family.block_sizes(p, arch);
     let e = p.in_bytes();
     // M is contiguous for a column-major A, N for a row-major B, K for the other two.
@@ -83,6 +86,7 @@ pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Ca
         Layout::Col => useful_sizes(&bns, p.n),
     };
     let pruned = enumerate(
+        &pricer,
         family,
         p,
         arch,
@@ -93,10 +97,11 @@ pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Ca
     if !pruned.is_empty() {
         return pruned;
     }
-    enumerate(family, p, arch, &bms, &bns, &bks)
+    enumerate(&pricer, family, p, arch, &bms, &bns, &bks)
 }
 
 fn enumerate(
+    pricer: &Pricer,
     family: &dyn KernelFamily,
     p: &Problem,
     arch: &Arch,
@@ -122,19 +127,15 @@ fn enumerate(
                         if split > 1 && (tiles >= 2 * sms || k_tiles < 2 * u64::from(split)) {
                             continue;
                         }
-                        // Groups of more rows than there are behave alike, and no order matters
-                        // when the inputs fit in the L2: price one of each class.
-                        let mut seen_effective = Vec::new();
-                        for &group in family.groups() {
-                            let effective = if order_matters {
-                                u64::from(group).min(tiles_m)
-                            } else {
-                                1
-                            };
-                            if seen_effective.contains(&effective) {
-                                continue;
-                            }
-                            seen_effective.push(effective);
+                        // The launch order only changes DRAM traffic: take the group that moves
+                        // the fewest bytes (the smallest among equals), and none when A and B
+                        // fit in the L2 anyway.
+                        let group = if order_matters {
+                            choose_group(family, p, arch, bm, bn, bk, split, layout, stage_lo)
+                        } else {
+                            family.groups()[0]
+                        };
+                        {
                             for &(cluster_m, cluster_n) in family.clusters() {
                                 for &persistent in family.persistence() {
                                     let base = TileConfig {
@@ -155,9 +156,9 @@ fn enumerate(
                                         persistent,
                                         mma: layout.mma,
                                     };
-                                    if let Some(best) =
-                                        best_stages(family, p, arch, base, stage_lo, stage_hi)
-                                    {
+                                    if let Some(best) = best_stages(
+                                        pricer, family, p, arch, base, stage_lo, stage_hi,
+                                    ) {
                                         out.push(best);
                                     }
                                 }
@@ -171,11 +172,53 @@ fn enumerate(
     out
 }
 
+/// The launch-order group whose main loop moves the fewest DRAM bytes.
+#[allow(clippy::too_many_arguments)]
+fn choose_group(
+    family: &dyn KernelFamily,
+    p: &Problem,
+    arch: &Arch,
+    bm: u32,
+    bn: u32,
+    bk: u32,
+    split: u32,
+    layout: WarpLayout,
+    stages: u32,
+) -> u32 {
+    let mut best = (f64::INFINITY, family.groups()[0]);
+    for &group in family.groups() {
+        let tile = TileConfig {
+            block_m: bm,
+            block_n: bn,
+            block_k: bk,
+            warps_m: layout.warps_m,
+            warps_n: layout.warps_n,
+            producer_warps: layout.producer_warps,
+            stages,
+            raster: Raster {
+                order: RasterOrder::GroupedRows,
+                group,
+            },
+            split_k: split,
+            cluster_m: 1,
+            cluster_n: 1,
+            persistent: false,
+            mma: layout.mma,
+        };
+        let bytes = launch_order_traffic(p, &tile, family.resources(&tile, p), arch);
+        if bytes < best.0 * (1.0 - 1e-9) {
+            best = (bytes, group);
+        }
+    }
+    best.1
+}
+
 /// The pipeline depth the model prefers for one structure.
 ///
 /// Legality is checked once at the shallowest depth; deeper pipelines differ only in shared
 /// memory, which grows by a fixed amount per stage, so the deepest legal one is arithmetic.
 fn best_stages(
+    pricer: &Pricer,
     family: &dyn KernelFamily,
     p: &Problem,
     arch: &Arch,
@@ -194,16 +237,22 @@ fn best_stages(
     );
     let per_stage = res_next.smem_bytes.saturating_sub(res_lo.smem_bytes);
     let room = arch.shared_memory.per_block_optin_bytes - res_lo.smem_bytes;
-    let deepest = if per_stage == 0 {
-        hi
-    } else {
-        hi.min(lo + (room / per_stage) as u32)
-    };
+    let deepest = room
+        .checked_div(per_stage)
+        .map_or(hi, |extra| hi.min(lo + extra as u32));
     let mut best: Option<Candidate> = None;
-    for stages in lo..=deepest {
+    // Occupancy only falls as the pipeline deepens, and at equal occupancy a deeper pipeline
+    // is never predicted slower: price only the deepest depth of each occupancy level.
+    let mut priced_occupancy = 0;
+    for stages in (lo..=deepest).rev() {
         let tile = TileConfig { stages, ..base };
         let res = family.resources(&tile, p);
-        let Some(prediction) = predict(family, p, &tile, res, arch) else {
+        let occupancy = blocks_per_sm(&tile, res, arch);
+        if occupancy <= priced_occupancy {
+            continue;
+        }
+        priced_occupancy = occupancy;
+        let Some(prediction) = pricer.predict(&tile, res) else {
             continue;
         };
         // Among depths within 1% of each other, prefer more resident blocks, then the deeper

@@ -53,35 +53,49 @@ fn similarity(a: &Candidate, b: &Candidate) -> f64 {
 }
 
 /// Sorts candidates and picks `topk` of them: best first, then diverse near-best ones.
-pub fn select(mut all: Vec<Candidate>, topk: usize) -> Vec<Candidate> {
-    all.sort_by(by_time);
-    all.dedup_by(|a, b| key(a) == key(b));
-    if all.len() <= topk {
-        return all;
-    }
-    let best = all[0].prediction.time_us;
-    let mut picked: Vec<Candidate> = Vec::with_capacity(topk);
-    let mut rest = all;
-    picked.push(rest.remove(0));
-    while picked.len() < topk && !rest.is_empty() {
-        let mut choice = 0;
-        let mut choice_score = f64::INFINITY;
-        for (i, cand) in rest.iter().enumerate() {
-            let t = cand.prediction.time_us;
-            if t > best * (1.0 + DIVERSITY_WINDOW) && i > 0 {
-                break;
+///
+/// Works on indices: candidates are large, and only the few near the best are ever compared.
+pub fn select(all: Vec<Candidate>, topk: usize) -> Vec<Candidate> {
+    let mut order: Vec<usize> = (0..all.len()).collect();
+    order.sort_unstable_by(|&a, &b| by_time(&all[a], &all[b]));
+    order.dedup_by(|a, b| key(&all[*a]) == key(&all[*b]));
+    let Some(&first) = order.first() else {
+        return Vec::new();
+    };
+    let best = all[first].prediction.time_us;
+    // Past the window only the fastest remaining are taken, in order.
+    let window = order
+        .iter()
+        .position(|&i| all[i].prediction.time_us > best * (1.0 + DIVERSITY_WINDOW))
+        .unwrap_or(order.len());
+    let mut picked: Vec<usize> = vec![first];
+    let mut open: Vec<usize> = order[1..window.max(1)].to_vec();
+    let mut beyond = order[window.max(1)..].iter();
+    while picked.len() < topk {
+        if open.is_empty() {
+            match beyond.next() {
+                Some(&i) => picked.push(i),
+                None => break,
             }
-            let closest = picked
-                .iter()
-                .map(|p| similarity(p, cand))
-                .fold(0.0, f64::max);
-            let score = t * (1.0 + SIMILARITY_PENALTY * closest);
-            if score < choice_score {
-                choice_score = score;
-                choice = i;
-            }
+            continue;
         }
-        picked.push(rest.remove(choice));
+        let (slot, _) = open
+            .iter()
+            .enumerate()
+            .map(|(slot, &i)| {
+                let closest = picked
+                    .iter()
+                    .map(|&p| similarity(&all[p], &all[i]))
+                    .fold(0.0, f64::max);
+                (
+                    slot,
+                    all[i].prediction.time_us * (1.0 + SIMILARITY_PENALTY * closest),
+                )
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+            .expect("open is not empty");
+        picked.push(open.remove(slot));
     }
-    picked
+    let mut slots: Vec<Option<Candidate>> = all.into_iter().map(Some).collect();
+    picked.into_iter().filter_map(|i| slots[i].take()).collect()
 }
