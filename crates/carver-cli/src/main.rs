@@ -63,7 +63,21 @@ impl Globals {
     }
 }
 
+/// Lets a closed pipe end the process quietly (`carver ... | head`), as every Unix filter does,
+/// instead of a panic on the next write.
+#[cfg(unix)]
+fn default_sigpipe() {
+    // SAFETY: restoring the default disposition of one signal before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn default_sigpipe() {}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     let globals = Globals {
         hardware_db: cli.hardware_db,

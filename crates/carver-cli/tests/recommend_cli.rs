@@ -286,3 +286,24 @@ fn explain_prints_the_breakdown() {
             predicate::str::contains("compute").and(predicate::str::contains("wave efficiency")),
         );
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_carver_quietly() {
+    use std::io::Read;
+    use std::process::{Command as Std, Stdio};
+    let mut child = Std::new(assert_cmd::cargo::cargo_bin("carver"))
+        .args(["--cache-dir"])
+        .arg(std::env::temp_dir().join("carver-recommend-cli-tests"))
+        .args(["recommend", "--arch", "h100", "--target", "triton", "--format", "json", "--shapes"])
+        .arg(dev_shapes())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 64];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The read end is dropped here; carver's next write hits a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
