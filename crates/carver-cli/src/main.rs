@@ -3,6 +3,7 @@
 mod arch;
 mod arch_live;
 mod cache;
+mod measured;
 mod output;
 mod recommend;
 mod shapes;

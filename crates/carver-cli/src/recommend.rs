@@ -129,6 +129,11 @@ pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
         }],
     };
 
+    // Read-only: recommending never creates, repairs or migrates the tuning database.
+    let tuned = match globals.cache_dir() {
+        Ok(dir) => carver_tunedb::TuneDb::open_read_only(&dir)?,
+        Err(_) => None,
+    };
     let mut results = Vec::new();
     let mut failures = 0usize;
     for row in &rows {
@@ -150,6 +155,10 @@ pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
             let start = Instant::now();
             let outcome = recommend_hints(&template, arch, args.topk);
             let elapsed_us = start.elapsed().as_secs_f64() * 1e6;
+            let measured = match (&tuned, &outcome) {
+                (Some(db), Ok(_)) => crate::measured::lookup(db, &template, arch)?,
+                _ => None,
+            };
             let (hints, error) = match outcome {
                 Ok(h) => (h, None),
                 Err(e) => {
@@ -187,6 +196,7 @@ pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
                 },
                 hints,
                 error,
+                measured,
                 elapsed_us,
             });
         }
@@ -257,6 +267,16 @@ fn print_tables(results: &[RecommendResult], explain: bool) {
         if let Some(e) = &r.error {
             println!("  error: {e}");
             continue;
+        }
+        if let Some(m) = &r.measured {
+            let cublas = m
+                .cublas_time_us
+                .map(|c| format!(", cuBLAS {c:.1} us"))
+                .unwrap_or_default();
+            println!(
+                "  measured winner on {} ({}): {} -> {:.1} us{cublas}",
+                m.device_name, m.device_uuid, m.config, m.measured_time_us
+            );
         }
         let rows: Vec<Vec<String>> = r
             .hints

@@ -294,7 +294,16 @@ fn a_reader_that_stops_early_ends_carver_quietly() {
     let mut child = Std::new(assert_cmd::cargo::cargo_bin("carver"))
         .args(["--cache-dir"])
         .arg(std::env::temp_dir().join("carver-recommend-cli-tests"))
-        .args(["recommend", "--arch", "h100", "--target", "triton", "--format", "json", "--shapes"])
+        .args([
+            "recommend",
+            "--arch",
+            "h100",
+            "--target",
+            "triton",
+            "--format",
+            "json",
+            "--shapes",
+        ])
         .arg(dev_shapes())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -306,4 +315,92 @@ fn a_reader_that_stops_early_ends_carver_quietly() {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// A tuning result imported into the database shows up next to the model's ranking for the same
+/// problem and GPU kind, and not for another problem.
+#[test]
+fn a_measured_winner_is_reported_next_to_the_ranking() {
+    use carver_schema::{DeviceKey, MeasuredCandidate, TuneKey, TuneProblem, TuneRecord};
+    let cache = tempfile::tempdir().unwrap();
+    let winner = serde_json::json!({"kwargs": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 32,
+        "GROUP_SIZE_M": 8, "SPLIT_K": 1}, "num_warps": 8, "num_stages": 5});
+    let record = TuneRecord {
+        key: TuneKey {
+            device: DeviceKey {
+                name: "NVIDIA H100 80GB HBM3".into(),
+                uuid: "GPU-00000000-0000-0000-0000-000000000000".into(),
+                driver_version: "580.159.04".into(),
+            },
+            carver_version: "0.1.0".into(),
+            target: "triton".into(),
+            kernel_hash: "test".into(),
+            problem: TuneProblem {
+                m: 4096,
+                n: 4096,
+                k: 4096,
+                batch: 1,
+                dtype_a: "f16".into(),
+                dtype_b: "f16".into(),
+                dtype_c: "f16".into(),
+                dtype_acc: "f32".into(),
+                layout_a: "row".into(),
+                layout_b: "row".into(),
+            },
+        },
+        winner: winner.clone(),
+        candidates: vec![MeasuredCandidate {
+            config: winner.clone(),
+            model_rank: 1,
+            predicted_time_s: 190e-6,
+            measured_time_s: Some(195e-6),
+            failure: None,
+        }],
+        cublas_time_s: Some(185e-6),
+        measured_at_unix_s: 1_795_000_000,
+        method: serde_json::json!({"timer": "cuda-events"}),
+    };
+    let file = cache.path().join("results.jsonl");
+    let mut text = Vec::new();
+    carver_tunedb::write_export(&[record], &mut text).unwrap();
+    std::fs::write(&file, text).unwrap();
+    let mut import = Command::cargo_bin("carver").unwrap();
+    import
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .args(["cache", "import"])
+        .arg(&file)
+        .assert()
+        .success();
+
+    let run = |m: &str| {
+        let mut cmd = Command::cargo_bin("carver").unwrap();
+        cmd.arg("--cache-dir").arg(cache.path()).args([
+            "recommend",
+            "--arch",
+            "h100",
+            "--target",
+            "triton",
+            "--m",
+            m,
+            "--n",
+            "4096",
+            "--k",
+            "4096",
+            "--format",
+            "json",
+        ]);
+        json(&mut cmd)
+    };
+    let v = run("4096");
+    let measured = &v["results"][0]["measured"];
+    assert_eq!(measured["config"], winner);
+    assert!((measured["measured_time_us"].as_f64().unwrap() - 195.0).abs() < 1e-6);
+    assert_eq!(measured["device_name"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(
+        v["results"][0]["hints"].as_array().unwrap().len(),
+        8,
+        "the ranking is still there"
+    );
+    assert!(run("2048")["results"][0].get("measured").is_none());
 }

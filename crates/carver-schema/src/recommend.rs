@@ -45,6 +45,25 @@ pub struct RecommendResult {
     pub hints: Vec<Hint>,
     /// Why this shape got no hints (bad size, unsupported dtype, ...).
     pub error: Option<String>,
+    /// The fastest configuration `carver tune` measured for this problem on a GPU of this kind,
+    /// when the tuning database holds one (next to, not instead of, the model's ranking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<MeasuredWinner>,
     /// Wall time of the recommendation itself, microseconds.
     pub elapsed_us: f64,
+}
+
+/// A tuning result from the database, reported beside the model's hints.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredWinner {
+    /// The winner in the target's own parameter names.
+    pub config: serde_json::Value,
+    pub measured_time_us: f64,
+    /// cuBLAS on the same problem in the same run, when timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cublas_time_us: Option<f64>,
+    pub device_name: String,
+    pub device_uuid: String,
+    pub measured_at_unix_s: i64,
+    pub carver_version: String,
 }
