@@ -81,6 +81,35 @@ pub enum GpuError {
     #[error("the device reported something carver cannot use: {0}")]
     BadQuery(String),
 
+    #[error("NVRTC could not compile the cuda-sm90 kernel {kernel}:\n{log}")]
+    KernelCompile { kernel: String, log: String },
+
+    #[error("the cuda-sm90 kernel cannot run {config}: {reason}")]
+    UnsupportedConfig { config: String, reason: String },
+
+    #[error(
+        "the cuda-sm90 kernel {config} spills registers ({registers} registers, {store_bytes} B spill stores, {load_bytes} B spill loads); rejected"
+    )]
+    Spills {
+        config: String,
+        registers: u32,
+        store_bytes: u32,
+        load_bytes: u32,
+    },
+
+    #[error("{what} is not supported here: {reason}")]
+    Unsupported { what: String, reason: String },
+
+    #[error("cannot read or write {path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("tuning worker: {0}")]
+    Worker(String),
+
     #[error(transparent)]
     Arch(#[from] carver_arch::ArchError),
 }

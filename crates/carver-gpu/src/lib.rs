@@ -18,6 +18,7 @@ mod error;
 pub mod family;
 mod live;
 mod query;
+pub mod sm90;
 
 pub use calibrate::{
     CalibrationOptions, CalibrationOutcome, MeasuredFigure, RateSummary, Step, calibrate,

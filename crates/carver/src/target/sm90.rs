@@ -1,9 +1,12 @@
 //! carver's own Hopper GEMM family: TMA loads into a ring of `stages` shared-memory buffers
 //! guarded by mbarriers, one producer warpgroup, `consumers` wgmma warpgroups
-//! (m64nNk16), grouped or persistent tile order, optional 2-CTA clusters.
+//! (m64nNk16), grouped or persistent tile order.
 //!
 //! This module is the single definition of the family's space and legality: the kernel
 //! generator in `carver-gpu` instantiates exactly the [`Sm90Params`] this module accepts.
+//! The kernel runs clusters of one CTA only (no TMA multicast yet), and loads row-major B in
+//! 64-column boxes, so for row-major B block N is a multiple of 64; the space below leaves the
+//! other points out.
 
 use carver_arch::{Arch, InstructionFamily};
 use serde::{Deserialize, Serialize};
@@ -15,6 +18,15 @@ use crate::template::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
 pub struct Sm90Family;
+
+/// Row-major B (N contiguous) is loaded in boxes of 64 columns (128 bytes, the swizzle span),
+/// so block N must be a multiple of 64; column-major B only needs the wgmma step of 16.
+fn row_major_b_step(p: &Problem) -> u32 {
+    match p.layout_b {
+        Layout::Row => 64,
+        Layout::Col => 16,
+    }
+}
 
 /// Registers a consumer thread may hold after `setmaxnreg` rebalancing (producer keeps 40).
 pub const CONSUMER_REGISTER_CAP: u32 = 232;
@@ -121,10 +133,13 @@ impl KernelFamily for Sm90Family {
         Ok(())
     }
 
-    fn block_sizes(&self, _p: &Problem, _arch: &Arch) -> [Vec<u32>; 3] {
+    fn block_sizes(&self, p: &Problem, _arch: &Arch) -> [Vec<u32>; 3] {
         [
             vec![64, 128, 192, 256],
-            (1..=16).map(|i| i * 16).collect(),
+            (1..=16)
+                .map(|i| i * 16)
+                .filter(|&n| n % row_major_b_step(p) == 0)
+                .collect(),
             vec![64],
         ]
     }
@@ -161,7 +176,8 @@ impl KernelFamily for Sm90Family {
     }
 
     fn clusters(&self) -> &'static [(u32, u32)] {
-        &[(1, 1), (2, 1)]
+        // 2-CTA clusters with TMA multicast are not implemented by the kernel yet.
+        &[(1, 1)]
     }
 
     fn persistence(&self) -> &'static [bool] {
@@ -225,8 +241,15 @@ impl KernelFamily for Sm90Family {
         if !(2..=8).contains(&c.stages) {
             return Err(format!("stages = {}; accepted: 2 to 8", c.stages));
         }
-        if c.split_k != 1 || c.cluster_n != 1 || !(1..=2).contains(&c.cluster_m) {
-            return Err("no split-K; clusters of 1 or 2 along M".into());
+        if c.split_k != 1 || c.cluster_n != 1 || c.cluster_m != 1 {
+            return Err("no split-K; clusters of one CTA".into());
+        }
+        let step = row_major_b_step(p);
+        if c.block_n % step != 0 {
+            return Err(format!(
+                "block_n = {}; row-major B is loaded in 64-column boxes, so block_n must be a multiple of {step}",
+                c.block_n
+            ));
         }
         let acc = params.rows_per_consumer() * c.block_n / 128;
         if acc + 40 > CONSUMER_REGISTER_CAP {

@@ -1,0 +1,337 @@
+//! carver's own Hopper GEMM family (`cuda-sm90`): the CUDA source, its instantiation per
+//! configuration, NVRTC compilation to cubins with an on-disk cache, and (on a GPU) launching.
+//!
+//! The configuration space is [`carver::target::Sm90Params`], the same definition the
+//! recommender's `cuda-sm90` target ranks; [`KernelSpec::check`] names what this kernel does not
+//! implement (the recommender's space leaves those points out).
+
+mod compile;
+mod launch;
+
+use std::fmt::Write as _;
+
+use carver::target::Sm90Params;
+use carver::{DType, Layout};
+use serde::{Deserialize, Serialize};
+
+pub use compile::{
+    CompileEvent, CompiledKernel, KernelCache, PtxasReport, compile_all, compile_kernel,
+    nvrtc_version,
+};
+pub use launch::{LoadedKernel, TmaMap, encode_tma_maps};
+
+/// The kernel source as shipped (without the per-configuration header).
+pub const KERNEL_SOURCE: &str = include_str!("kernel.cu");
+/// The kernel's entry point.
+pub const KERNEL_NAME: &str = "carver_sm90_gemm";
+/// Bumped when the generated header changes meaning without the source changing.
+const GENERATOR_VERSION: u32 = 1;
+
+/// One instantiation of the family: a configuration and the problem's element types and B
+/// layout (A is row-major, C row-major).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KernelSpec {
+    pub params: Sm90Params,
+    /// Element type of A and B: `bf16` or `f16`.
+    pub input: DType,
+    /// Element type of C: `bf16` or `f16`.
+    pub output: DType,
+    /// `row`: B is K x N, N contiguous; `col`: B is stored N x K, K contiguous.
+    pub layout_b: Layout,
+}
+
+impl KernelSpec {
+    /// Why this kernel cannot be instantiated with these parameters, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        let p = &self.params;
+        if !matches!(self.input, DType::Bf16 | DType::F16) {
+            return Err(format!("inputs must be bf16 or f16, not {}", self.input));
+        }
+        if !matches!(self.output, DType::Bf16 | DType::F16) {
+            return Err(format!(
+                "the output must be bf16 or f16, not {}",
+                self.output
+            ));
+        }
+        if p.block_k * self.input.bytes() != 128 {
+            return Err(format!(
+                "block_k = {} (block_k x element size must be 128 bytes)",
+                p.block_k
+            ));
+        }
+        if !(1..=2).contains(&p.consumers) {
+            return Err(format!("{} consumer warpgroups (1 or 2)", p.consumers));
+        }
+        if p.block_m == 0 || p.block_m % (64 * p.consumers) != 0 || p.block_m > 256 {
+            return Err(format!(
+                "block_m = {} is not 64 x consumers x m-iterations (at most 256)",
+                p.block_m
+            ));
+        }
+        if p.block_n == 0 || p.block_n % 16 != 0 || p.block_n > 256 {
+            return Err(format!(
+                "block_n = {} (a multiple of 16 up to 256)",
+                p.block_n
+            ));
+        }
+        if self.layout_b == Layout::Row && p.block_n % 64 != 0 {
+            return Err(format!(
+                "block_n = {}: row-major B is loaded in 64-column boxes, so block_n must be a multiple of 64",
+                p.block_n
+            ));
+        }
+        if !(2..=8).contains(&p.stages) {
+            return Err(format!("stages = {} (2 to 8)", p.stages));
+        }
+        if p.group_m == 0 {
+            return Err("group_m must be at least 1".into());
+        }
+        if p.cluster_m != 1 {
+            return Err(format!(
+                "cluster_m = {}: this kernel runs clusters of 1 only",
+                p.cluster_m
+            ));
+        }
+        let acc = self.accumulators_per_thread();
+        if acc > 192 {
+            return Err(format!(
+                "{acc} fp32 accumulators per consumer thread (at most 192)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Threads per block: one producer warpgroup and the consumers.
+    pub fn threads(&self) -> u32 {
+        128 * (self.params.consumers + 1)
+    }
+
+    /// Dynamic shared memory: the ring plus 1 KiB holding the mbarriers.
+    pub fn dynamic_smem_bytes(&self) -> u32 {
+        let p = &self.params;
+        p.stages * (p.block_m + p.block_n) * 128 + 1024
+    }
+
+    pub fn accumulators_per_thread(&self) -> u32 {
+        self.params.rows_per_consumer() * self.params.block_n / 128
+    }
+
+    /// Output tiles of an M x N problem.
+    pub fn tiles(&self, m: u64, n: u64) -> u64 {
+        m.div_ceil(u64::from(self.params.block_m)) * n.div_ceil(u64::from(self.params.block_n))
+    }
+
+    /// A short name, e.g. `128x256x64 s4 c2 g8 p rr bf16`.
+    pub fn label(&self) -> String {
+        let p = &self.params;
+        format!(
+            "{}x{}x{} s{} c{} g{}{} r{} {}",
+            p.block_m,
+            p.block_n,
+            p.block_k,
+            p.stages,
+            p.consumers,
+            p.group_m,
+            if p.persistent { " persistent" } else { "" },
+            match self.layout_b {
+                Layout::Row => 'r',
+                Layout::Col => 'c',
+            },
+            self.input
+        )
+    }
+
+    /// The complete source NVRTC compiles for this instantiation.
+    pub fn source(&self) -> String {
+        let p = &self.params;
+        let mut s = String::with_capacity(KERNEL_SOURCE.len() + 8192);
+        let _ = writeln!(s, "// carver cuda-sm90 instantiation: {}", self.label());
+        for (name, value) in [
+            ("BM", p.block_m),
+            ("BN", p.block_n),
+            ("BK", p.block_k),
+            ("STAGES", p.stages),
+            ("CONSUMERS", p.consumers),
+            ("GROUP_M", p.group_m),
+            ("PERSISTENT", u32::from(p.persistent)),
+            ("B_KMAJOR", u32::from(self.layout_b == Layout::Col)),
+            ("OUT_BF16", u32::from(self.output == DType::Bf16)),
+        ] {
+            let _ = writeln!(s, "#define {name} {value}");
+        }
+        // The kernel body uses the typedefs; declare the wrapper after them by putting it in a
+        // macro-free function that only needs built-in types.
+        s.push_str(&wgmma_wrapper(
+            p.block_n,
+            self.input,
+            self.layout_b == Layout::Row,
+        ));
+        s.push_str(KERNEL_SOURCE);
+        s
+    }
+}
+
+/// `wgmma_tile(acc, desc_a, desc_b)`: one `wgmma.mma_async m64nBNk16` with fp32 accumulators,
+/// A and B from shared memory (B N-major when `b_transposed`).
+fn wgmma_wrapper(block_n: u32, input: DType, b_transposed: bool) -> String {
+    let regs = block_n / 2;
+    let ty = match input {
+        DType::Bf16 => "bf16",
+        _ => "f16",
+    };
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "__device__ __forceinline__ void wgmma_tile(float (&d)[{regs}], unsigned long long da, unsigned long long db) {{"
+    );
+    s.push_str("    asm volatile(\n        \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %");
+    let _ = write!(s, "{}", regs + 2);
+    let _ = write!(
+        s,
+        ", 0;\\nwgmma.mma_async.sync.aligned.m64n{block_n}k16.f32.{ty}.{ty} {{"
+    );
+    for i in 0..regs {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        let _ = write!(s, "%{i}");
+    }
+    let _ = writeln!(
+        s,
+        "}}, %{}, %{}, p, 1, 1, 0, {};\\n}}\\n\"",
+        regs,
+        regs + 1,
+        u32::from(b_transposed)
+    );
+    s.push_str("        : ");
+    for i in 0..regs {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        let _ = write!(s, "\"+f\"(d[{i}])");
+    }
+    s.push_str("\n        : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n");
+    s
+}
+
+/// FNV-1a, 64 bits: a hash that stays the same across Rust versions and machines (the kernel
+/// cache and the tuning database key on it).
+pub(crate) fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in *part {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        // Separate the parts so that ("ab", "c") and ("a", "bc") differ.
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Hash of the family's source and generator, as 16 hex digits: the `kernel_hash` of tuning
+/// records, so that an edited kernel is tuned again.
+pub fn family_hash() -> String {
+    format!(
+        "{:016x}",
+        fnv1a(&[
+            KERNEL_SOURCE.as_bytes(),
+            &GENERATOR_VERSION.to_le_bytes(),
+            wgmma_wrapper(256, DType::Bf16, true).as_bytes(),
+        ])
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(block_m: u32, block_n: u32, consumers: u32, layout_b: Layout) -> KernelSpec {
+        KernelSpec {
+            params: Sm90Params {
+                block_m,
+                block_n,
+                block_k: 64,
+                stages: 4,
+                consumers,
+                group_m: 8,
+                cluster_m: 1,
+                persistent: false,
+            },
+            input: DType::Bf16,
+            output: DType::Bf16,
+            layout_b,
+        }
+    }
+
+    #[test]
+    fn wrapper_lists_every_accumulator_once() {
+        let w = wgmma_wrapper(256, DType::Bf16, true);
+        assert!(w.contains("m64n256k16.f32.bf16.bf16"));
+        assert!(w.contains("float (&d)[128]"));
+        assert!(w.contains("\"+f\"(d[127])"));
+        assert!(!w.contains("\"+f\"(d[128])"));
+        // scale-d comes from operand 130, the descriptors are 128 and 129, B transposed.
+        assert!(w.contains("setp.ne.b32 p, %130, 0"));
+        assert!(w.contains("%128, %129, p, 1, 1, 0, 1;"));
+        let k = wgmma_wrapper(16, DType::F16, false);
+        assert!(k.contains("m64n16k16.f32.f16.f16"));
+        assert!(k.contains("%8, %9, p, 1, 1, 0, 0;"));
+    }
+
+    #[test]
+    fn source_carries_the_configuration() {
+        let s = spec(128, 256, 2, Layout::Row).source();
+        for line in [
+            "#define BM 128",
+            "#define BN 256",
+            "#define STAGES 4",
+            "#define CONSUMERS 2",
+            "#define B_KMAJOR 0",
+            "#define OUT_BF16 1",
+        ] {
+            assert!(s.contains(line), "{line}");
+        }
+        assert!(s.contains(KERNEL_NAME));
+    }
+
+    #[test]
+    fn check_names_what_the_kernel_does_not_run() {
+        assert!(spec(128, 256, 2, Layout::Row).check().is_ok());
+        assert!(spec(128, 144, 2, Layout::Col).check().is_ok());
+        assert!(
+            spec(128, 144, 2, Layout::Row)
+                .check()
+                .unwrap_err()
+                .contains("64")
+        );
+        assert!(spec(192, 128, 2, Layout::Col).check().is_err());
+        assert!(
+            spec(256, 256, 2, Layout::Col)
+                .check()
+                .unwrap_err()
+                .contains("256 fp32")
+        );
+        let mut s = spec(128, 128, 1, Layout::Row);
+        s.params.cluster_m = 2;
+        assert!(s.check().unwrap_err().contains("cluster"));
+        s.params.cluster_m = 1;
+        s.params.block_k = 32;
+        assert!(s.check().is_err());
+    }
+
+    #[test]
+    fn smem_matches_the_recommenders_resource_model() {
+        // carver's cuda-sm90 target counts ring + 1 KiB; the kernel asks for exactly that.
+        let s = spec(128, 256, 2, Layout::Row);
+        assert_eq!(s.dynamic_smem_bytes(), 4 * (128 + 256) * 64 * 2 + 1024);
+    }
+
+    #[test]
+    fn hashes_are_stable() {
+        assert_eq!(fnv1a(&[b""]), fnv1a(&[b""]));
+        assert_ne!(fnv1a(&[b"ab", b"c"]), fnv1a(&[b"a", b"bc"]));
+        assert_eq!(family_hash().len(), 16);
+    }
+}

@@ -1,0 +1,141 @@
+//! The cuda-sm90 kernel compiles with NVRTC for sm_90a, without register spills, for
+//! representative configurations of its space (every structure the recommender proposes: both
+//! consumer counts, every m-iteration count, the widest tiles, both B layouts, bf16 and f16).
+//!
+//! Needs libnvrtc, not a GPU: `.ci/run` installs the `nvidia-cuda-nvrtc` wheel and puts its lib
+//! folder on `LD_LIBRARY_PATH`. Skipped, saying why, when libnvrtc cannot be loaded.
+
+use carver::target::Sm90Params;
+use carver::{DType, Layout};
+use carver_gpu::GpuError;
+use carver_gpu::sm90::{KernelCache, KernelSpec, compile_all, compile_kernel};
+
+fn spec(
+    (block_m, block_n, stages, consumers): (u32, u32, u32, u32),
+    persistent: bool,
+    layout_b: Layout,
+    input: DType,
+) -> KernelSpec {
+    KernelSpec {
+        params: Sm90Params {
+            block_m,
+            block_n,
+            block_k: 64,
+            stages,
+            consumers,
+            group_m: 8,
+            cluster_m: 1,
+            persistent,
+        },
+        input,
+        output: input,
+        layout_b,
+    }
+}
+
+fn representative() -> Vec<KernelSpec> {
+    let mut v = Vec::new();
+    for (shape, persistent) in [
+        ((128, 256, 4, 2), true),  // the usual large-problem tile, 128 accumulators
+        ((256, 192, 3, 2), false), // 2 m-slabs per consumer, 192 accumulators
+        ((128, 128, 6, 1), false), // one consumer, 2 m-slabs
+        ((192, 128, 4, 1), true),  // 3 m-slabs
+        ((64, 64, 8, 1), false),   // the smallest tile
+        ((256, 64, 4, 2), false),
+    ] {
+        v.push(spec(shape, persistent, Layout::Row, DType::Bf16));
+    }
+    v.push(spec((128, 144, 5, 2), false, Layout::Col, DType::Bf16));
+    v.push(spec((128, 256, 4, 2), true, Layout::Col, DType::Bf16));
+    v.push(spec((64, 16, 4, 1), false, Layout::Col, DType::F16));
+    v.push(spec((128, 256, 4, 2), false, Layout::Row, DType::F16));
+    v
+}
+
+fn nvrtc_or_skip() -> bool {
+    match carver_gpu::sm90::nvrtc_version() {
+        Ok(_) => true,
+        Err(e @ GpuError::MissingLibrary { .. }) => {
+            eprintln!("skipped: {e}");
+            false
+        }
+        Err(e) => panic!("libnvrtc loads but does not answer: {e}"),
+    }
+}
+
+#[test]
+fn representative_configs_compile_without_spills() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let specs = representative();
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let results = compile_all(&specs, None, threads, &|_| {});
+    let mut failures = Vec::new();
+    for (spec, r) in specs.iter().zip(results) {
+        match r {
+            Ok(k) => {
+                eprintln!(
+                    "{}: {} registers, {} B stack, {:.2} s, {} ptxas warnings",
+                    spec.label(),
+                    k.report.registers,
+                    k.report.stack_frame_bytes,
+                    k.compile_s,
+                    k.report.warnings.len()
+                );
+                assert!(!k.report.spills(), "{}", spec.label());
+                assert_eq!(k.report.stack_frame_bytes, 0, "{}: {}", spec.label(), k.log);
+                // wgmma must stay asynchronous: ptxas says so when it serializes it.
+                assert!(
+                    k.report.warnings.iter().all(|w| !w.contains("wgmma")),
+                    "{}: {:?}",
+                    spec.label(),
+                    k.report.warnings
+                );
+                // An ELF image.
+                assert_eq!(&k.cubin[..4], b"\x7fELF", "{}", spec.label());
+            }
+            Err(e) => failures.push(format!("{}: {e}", spec.label())),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn unsupported_configs_are_refused_before_compiling() {
+    // No NVRTC needed: the check comes first.
+    let mut s = spec((128, 128, 4, 2), false, Layout::Row, DType::Bf16);
+    s.params.cluster_m = 2;
+    match compile_kernel(&s) {
+        Err(GpuError::UnsupportedConfig { reason, .. }) => assert!(reason.contains("cluster")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_cache_returns_what_was_compiled() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = KernelCache::new(dir.path()).unwrap();
+    let s = spec((128, 128, 4, 1), false, Layout::Row, DType::Bf16);
+    let first = cache.get_or_compile(&s).unwrap();
+    assert!(!first.from_cache);
+    let second = cache.get_or_compile(&s).unwrap();
+    assert!(second.from_cache);
+    assert_eq!(first.cubin, second.cubin);
+    assert_eq!(first.report, second.report);
+    assert!(second.path.unwrap().starts_with(dir.path().join("kernels")));
+    // Another configuration has another key.
+    let other = spec((128, 64, 4, 1), false, Layout::Row, DType::Bf16);
+    assert_ne!(cache.key(&s), cache.key(&other));
+    // A damaged entry is a miss, and is compiled again.
+    let cubin_path = dir
+        .path()
+        .join("kernels")
+        .join(format!("{}.cubin", cache.key(&s)));
+    std::fs::write(&cubin_path, b"").unwrap();
+    assert!(cache.load(&s).is_none());
+    assert!(!cache.get_or_compile(&s).unwrap().from_cache);
+}
