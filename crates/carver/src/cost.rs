@@ -118,35 +118,39 @@ pub fn launch_order_traffic(p: &Problem, config: &TileConfig, res: Resources, ar
 fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -> f64 {
     let e = f64::from(p.in_bytes());
     let (m, n, k, batch) = (p.m as f64, p.n as f64, p.k as f64, p.batch as f64);
-    let a_bytes = m * k * e * batch;
-    let b_bytes = k * n * e * batch;
     let l2 = arch.l2.size_bytes as f64 * L2_USABLE_FRACTION;
-
-    // Output tiles in flight at once, and the band of tile rows x columns they cover: blocks
-    // walk `group` rows column by column, so a wave covers `rows` rows and `cols` columns.
-    let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm.max(1));
-    let per_batch = g.tiles_m * g.tiles_n;
-    let concurrent = slots.min(per_batch).max(1);
-    let group = u64::from(c.raster.group).clamp(1, g.tiles_m);
-    let rows = group.max(concurrent.div_ceil(g.tiles_n)).min(g.tiles_m);
-    let cols = concurrent.div_ceil(rows).min(g.tiles_n);
-
     let a_panel = f64::from(c.block_m).min(m) * k * e;
     let b_panel = f64::from(c.block_n).min(n) * k * e;
-    // B is read again by every band of rows unless all of B (plus the band's A) stays in L2.
-    let bands = g.tiles_m.div_ceil(rows) as f64;
-    let b_reads = if b_bytes / batch + rows as f64 * a_panel <= l2 {
-        1.0
-    } else {
-        bands
+    let (tiles_m, tiles_n) = (g.tiles_m, g.tiles_n);
+
+    // Blocks run in waves of `concurrent` consecutive tiles of the launch order: groups of
+    // `group` tile rows, walked column by column. A wave of `b` tiles touches these many
+    // distinct A panels (rows) and B panels (columns); panels a wave shares are read once.
+    let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm.max(1));
+    let per_batch = tiles_m * tiles_n;
+    let concurrent = slots.min(per_batch).max(1);
+    let group = u64::from(c.raster.group).clamp(1, tiles_m);
+    let cols = |b: u64| b.div_ceil(group).min(tiles_n);
+    let rows = |b: u64| b.min(group).max(b.div_ceil(tiles_n)).min(tiles_m);
+    let full_waves = per_batch / concurrent;
+    let last = per_batch % concurrent;
+    let waves_sum = |f: &dyn Fn(u64) -> u64| {
+        (full_waves * f(concurrent) + if last > 0 { f(last) } else { 0 }) as f64
     };
-    // A panels are reused across the waves that sweep a band unless one wave's B panels push
-    // them out of the L2 first.
-    let sweeps = g.tiles_n.div_ceil(cols) as f64;
-    let a_reads = if cols as f64 * b_panel + rows as f64 * a_panel <= l2 {
-        1.0
+
+    // Across waves a panel survives only in the L2: all of B (or A) fitting means one read
+    // each; an A panel also survives while one wave's B panels stream past it.
+    let b_reads = if n * k * e <= l2 {
+        tiles_n as f64
     } else {
-        sweeps
+        waves_sum(&cols)
+    };
+    let a_reads = if m * k * e <= l2
+        || cols(concurrent) as f64 * b_panel + rows(concurrent) as f64 * a_panel <= l2
+    {
+        tiles_m as f64
+    } else {
+        waves_sum(&rows)
     };
     // DRAM delivers whole lines: a tile row shorter than a line wastes the rest of it.
     let line = f64::from(arch.memory.line_bytes);
@@ -159,7 +163,7 @@ fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -
         Layout::Row => c.block_n,
         Layout::Col => c.block_k,
     };
-    a_bytes * a_reads / efficiency(a_row) + b_bytes * b_reads / efficiency(b_row)
+    batch * (a_panel * a_reads / efficiency(a_row) + b_panel * b_reads / efficiency(b_row))
 }
 
 /// Fraction of the arch's dense peak a block's tensor instructions reach.
