@@ -1,0 +1,55 @@
+//! The top-k for a few (arch, shape, target) cases, pinned: a change to the policy or the cost
+//! model that reorders them has to be accepted deliberately (`cargo insta review`).
+
+use carver::{DType, MatmulTemplate, Target, recommend_hints};
+use carver_arch::HardwareDb;
+
+fn summary(arch: &str, template: MatmulTemplate, topk: usize) -> Vec<String> {
+    let db = HardwareDb::embedded().unwrap();
+    let arch = db.get(arch).unwrap();
+    recommend_hints(&template, arch, topk)
+        .unwrap()
+        .iter()
+        .map(|h| {
+            format!(
+                "#{} {} | {:.3e} us, {}-bound, {} B smem, {} blocks/SM",
+                h.rank,
+                h.config,
+                h.prediction.time_us,
+                h.prediction.bound.as_str(),
+                h.prediction.smem_bytes,
+                h.prediction.blocks_per_sm
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn h100_triton_square_4096() {
+    let t = MatmulTemplate::new(4096, 4096, 4096).with_target(Target::Triton);
+    insta::assert_debug_snapshot!(summary("h100", t, 8));
+}
+
+#[test]
+fn h100_triton_decode_m16() {
+    let t = MatmulTemplate::new(16, 12288, 4096).with_target(Target::Triton);
+    insta::assert_debug_snapshot!(summary("h100", t, 8));
+}
+
+#[test]
+fn h100_triton_unaligned() {
+    let t = MatmulTemplate::new(1537, 2049, 3001).with_target(Target::Triton);
+    insta::assert_debug_snapshot!(summary("h100", t, 4));
+}
+
+#[test]
+fn a100_tilelang_bf16_1024() {
+    let t = MatmulTemplate::new(1024, 1024, 1024).with_dtype(DType::Bf16).with_target(Target::TileLang);
+    insta::assert_debug_snapshot!(summary("a100", t, 4));
+}
+
+#[test]
+fn l40s_generic_fp8() {
+    let t = MatmulTemplate::new(2048, 8192, 8192).with_dtype(DType::E4m3).with_target(Target::Generic);
+    insta::assert_debug_snapshot!(summary("l40s", t, 4));
+}
