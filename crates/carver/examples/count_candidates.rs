@@ -1,5 +1,5 @@
 //! Prices the policy's candidates for a few shapes many times: a profiling and latency probe.
-//! `cargo run --release -p carver --example count_candidates [reps]`
+//! `cargo run --release -p carver --example count_candidates [reps] [target]`
 use carver::{MatmulTemplate, Target};
 use carver_arch::HardwareDb;
 fn main() {
@@ -7,9 +7,13 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(200);
+    let only: Option<Target> = std::env::args().nth(2).and_then(|a| a.parse().ok());
     let db = HardwareDb::embedded().unwrap();
     let arch = db.get("h100").unwrap();
-    for t in Target::ALL {
+    for t in Target::ALL
+        .into_iter()
+        .filter(|t| only.is_none_or(|o| o == *t))
+    {
         let mut line = String::new();
         for (m, n, k) in [
             (1u64, 12288u64, 4096u64),

@@ -6,7 +6,7 @@
 //! groups only when there is more than one tile row, and for every remaining structure the
 //! pipeline depth the cost model prefers. What is left is a few hundred points, each priced.
 
-use carver_arch::Arch;
+use carver_arch::{Arch, InstructionFamily};
 
 use crate::cost::{Pricer, blocks_per_sm, launch_order_matters, launch_order_traffic};
 use crate::dtype::Layout;
@@ -118,7 +118,14 @@ fn enumerate(
         let tiles_m = p.m.div_ceil(u64::from(bm));
         for &bn in bns {
             let tiles = tiles_m * p.n.div_ceil(u64::from(bn)) * p.batch;
-            for layout in family.warp_layouts(bm, bn, p, arch) {
+            let layouts = family.warp_layouts(bm, bn, p, arch);
+            // mma.sync runs at a fraction of wgmma's rate where both exist: a tile some warp
+            // count can run with wgmma is not priced with mma.sync.
+            let has_wgmma = layouts.iter().any(|l| l.mma == InstructionFamily::Wgmma);
+            for layout in layouts {
+                if has_wgmma && layout.mma == InstructionFamily::MmaSync {
+                    continue;
+                }
                 for &bk in bks {
                     let k_tiles = p.k.div_ceil(u64::from(bk));
                     for &split in family.split_ks() {
@@ -227,6 +234,16 @@ fn best_stages(
     hi: u32,
 ) -> Option<Candidate> {
     let shallow = TileConfig { stages: lo, ..base };
+    // A cheap numeric fit test first: the full check explains failures in words.
+    let fits = |res: crate::target::Resources| {
+        res.smem_bytes <= arch.shared_memory.per_block_optin_bytes
+            && res.registers_per_thread <= arch.registers.per_thread_max
+            && res.registers_per_thread * shallow.threads() <= arch.registers.per_block
+            && shallow.threads() <= arch.sm.max_threads_per_block
+    };
+    if !fits(family.resources(&shallow, p)) {
+        return None;
+    }
     let res_lo = check_config(family, &shallow, p, arch).ok()?;
     let res_next = family.resources(
         &TileConfig {

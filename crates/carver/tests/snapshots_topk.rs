@@ -44,12 +44,16 @@ fn h100_triton_unaligned() {
 
 #[test]
 fn a100_tilelang_bf16_1024() {
-    let t = MatmulTemplate::new(1024, 1024, 1024).with_dtype(DType::Bf16).with_target(Target::TileLang);
+    let t = MatmulTemplate::new(1024, 1024, 1024)
+        .with_dtype(DType::Bf16)
+        .with_target(Target::TileLang);
     insta::assert_debug_snapshot!(summary("a100", t, 4));
 }
 
 #[test]
 fn l40s_generic_fp8() {
-    let t = MatmulTemplate::new(2048, 8192, 8192).with_dtype(DType::E4m3).with_target(Target::Generic);
+    let t = MatmulTemplate::new(2048, 8192, 8192)
+        .with_dtype(DType::E4m3)
+        .with_target(Target::Generic);
     insta::assert_debug_snapshot!(summary("l40s", t, 4));
 }
