@@ -10,7 +10,7 @@ use carver_arch::{Arch, InstructionFamily};
 
 use crate::cost::{Pricer, blocks_per_sm, launch_order_matters, launch_order_traffic};
 use crate::dtype::Layout;
-use crate::target::{KernelFamily, WarpLayout, check_config};
+use crate::target::{KernelFamily, check_config};
 use crate::template::Problem;
 use carver_schema::Prediction;
 use carver_schema::{Raster, RasterOrder, TileConfig};
@@ -134,40 +134,45 @@ fn enumerate(
                         if split > 1 && (tiles >= 2 * sms || k_tiles < 2 * u64::from(split)) {
                             continue;
                         }
+                        let plain = TileConfig {
+                            block_m: bm,
+                            block_n: bn,
+                            block_k: bk,
+                            warps_m: layout.warps_m,
+                            warps_n: layout.warps_n,
+                            producer_warps: layout.producer_warps,
+                            stages: stage_lo,
+                            raster: Raster {
+                                order: RasterOrder::GroupedRows,
+                                group: family.groups()[0],
+                            },
+                            split_k: split,
+                            cluster_m: 1,
+                            cluster_n: 1,
+                            persistent: false,
+                            mma: layout.mma,
+                        };
                         // The launch order only changes DRAM traffic: take the group that moves
                         // the fewest bytes (the smallest among equals), and none when A and B
                         // fit in the L2 anyway.
-                        let group = if order_matters {
-                            choose_group(family, p, arch, bm, bn, bk, split, layout, stage_lo)
+                        let raster = if order_matters {
+                            choose_group(family, p, arch, plain)
                         } else {
-                            family.groups()[0]
+                            plain.raster
                         };
-                        {
-                            for &(cluster_m, cluster_n) in family.clusters() {
-                                for &persistent in family.persistence() {
-                                    let base = TileConfig {
-                                        block_m: bm,
-                                        block_n: bn,
-                                        block_k: bk,
-                                        warps_m: layout.warps_m,
-                                        warps_n: layout.warps_n,
-                                        producer_warps: layout.producer_warps,
-                                        stages: stage_lo,
-                                        raster: Raster {
-                                            order: RasterOrder::GroupedRows,
-                                            group,
-                                        },
-                                        split_k: split,
-                                        cluster_m,
-                                        cluster_n,
-                                        persistent,
-                                        mma: layout.mma,
-                                    };
-                                    if let Some(best) = best_stages(
-                                        pricer, family, p, arch, base, stage_lo, stage_hi,
-                                    ) {
-                                        out.push(best);
-                                    }
+                        for &(cluster_m, cluster_n) in family.clusters() {
+                            for &persistent in family.persistence() {
+                                let base = TileConfig {
+                                    raster,
+                                    cluster_m,
+                                    cluster_n,
+                                    persistent,
+                                    ..plain
+                                };
+                                if let Some(best) =
+                                    best_stages(pricer, family, p, arch, base, stage_lo, stage_hi)
+                                {
+                                    out.push(best);
                                 }
                             }
                         }
@@ -179,42 +184,20 @@ fn enumerate(
     out
 }
 
-/// The launch-order group whose main loop moves the fewest DRAM bytes.
-#[allow(clippy::too_many_arguments)]
-fn choose_group(
-    family: &dyn KernelFamily,
-    p: &Problem,
-    arch: &Arch,
-    bm: u32,
-    bn: u32,
-    bk: u32,
-    split: u32,
-    layout: WarpLayout,
-    stages: u32,
-) -> u32 {
-    let mut best = (f64::INFINITY, family.groups()[0]);
+/// The launch order (of the family's groups) whose main loop moves the fewest DRAM bytes.
+fn choose_group(family: &dyn KernelFamily, p: &Problem, arch: &Arch, plain: TileConfig) -> Raster {
+    let mut best = (f64::INFINITY, plain.raster);
     for &group in family.groups() {
         let tile = TileConfig {
-            block_m: bm,
-            block_n: bn,
-            block_k: bk,
-            warps_m: layout.warps_m,
-            warps_n: layout.warps_n,
-            producer_warps: layout.producer_warps,
-            stages,
             raster: Raster {
-                order: RasterOrder::GroupedRows,
                 group,
+                ..plain.raster
             },
-            split_k: split,
-            cluster_m: 1,
-            cluster_n: 1,
-            persistent: false,
-            mma: layout.mma,
+            ..plain
         };
         let bytes = launch_order_traffic(p, &tile, family.resources(&tile, p), arch);
         if bytes < best.0 * (1.0 - 1e-9) {
-            best = (bytes, group);
+            best = (bytes, tile.raster);
         }
     }
     best.1

@@ -4,6 +4,7 @@
 use carver_arch::{Arch, InstructionFamily};
 use serde_json::json;
 
+use super::tma_or_cp_async;
 use super::{
     KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
     mma_sync_warps, pick_mma, wgmma_warps,
@@ -88,13 +89,7 @@ impl KernelFamily for GenericFamily {
     }
 
     fn load_path(&self, problem: &Problem, arch: &Arch) -> LoadPath {
-        if !(problem.aligned_a && problem.aligned_b) {
-            LoadPath::Registers
-        } else if arch.gpu.compute_capability.major >= 9 {
-            LoadPath::Tma
-        } else {
-            LoadPath::CpAsync
-        }
+        tma_or_cp_async(problem, arch)
     }
 
     fn split_k_reduction(&self) -> SplitKReduction {

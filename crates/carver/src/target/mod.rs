@@ -306,3 +306,39 @@ pub(crate) fn operands_vectorizable(problem: &Problem, multiple_elems: u64) -> b
 pub(crate) fn staged_elements_per_thread(config: &TileConfig) -> u32 {
     ((config.block_m + config.block_n) * config.block_k).div_ceil(config.threads())
 }
+
+/// The usual arrangement of `warps` compute warps over a block: wgmma warpgroups when the arch has
+/// wgmma and `wgmma_ok` (the family can issue it for this tile), else `mma.sync` warps; `None`
+/// when the warps cannot tile the block.
+pub(crate) fn compute_layout(
+    block_m: u32,
+    block_n: u32,
+    warps: u32,
+    wgmma_ok: bool,
+    problem: &Problem,
+    arch: &Arch,
+) -> Option<WarpLayout> {
+    let mma = pick_mma(arch, problem, wgmma_ok)?;
+    let (warps_m, warps_n) = match mma {
+        InstructionFamily::Wgmma => wgmma_warps(block_m, warps),
+        _ => mma_sync_warps(block_m, block_n, warps),
+    };
+    (warps_m * warps_n == warps).then_some(WarpLayout {
+        warps_m,
+        warps_n,
+        producer_warps: 0,
+        mma,
+    })
+}
+
+/// Load path of families that lower their copies to TMA on Hopper and later and to cp.async
+/// before, and stage element-wise when an operand is not 16-byte aligned.
+pub(crate) fn tma_or_cp_async(problem: &Problem, arch: &Arch) -> LoadPath {
+    if !(problem.aligned_a && problem.aligned_b) {
+        LoadPath::Registers
+    } else if arch.gpu.compute_capability.major >= 9 {
+        LoadPath::Tma
+    } else {
+        LoadPath::CpAsync
+    }
+}

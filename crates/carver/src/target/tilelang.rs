@@ -1,13 +1,14 @@
 //! TileLang's GEMM template as its autotuner sees it: `block_M`, `block_N`, `block_K`,
 //! `num_stages`, `thread_num`, `enable_rasteration`.
 
-use carver_arch::{Arch, InstructionFamily};
+use carver_arch::Arch;
 use serde_json::json;
 
 use super::{
     KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
-    field_u32, mma_sync_warps, pick_mma, wgmma_warps,
+    field_u32,
 };
+use super::{compute_layout, tma_or_cp_async};
 use crate::error::CarverError;
 use crate::template::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
@@ -29,18 +30,15 @@ impl TileLangFamily {
         problem: &Problem,
         arch: &Arch,
     ) -> Option<WarpLayout> {
-        let warps = threads / 32;
-        let mma = pick_mma(arch, problem, block_m >= 64 && block_m % 64 == 0)?;
-        let (warps_m, warps_n) = match mma {
-            InstructionFamily::Wgmma => wgmma_warps(block_m, warps),
-            _ => mma_sync_warps(block_m, block_n, warps),
-        };
-        (warps_m * warps_n == warps).then_some(WarpLayout {
-            warps_m,
-            warps_n,
-            producer_warps: 0,
-            mma,
-        })
+        // TileLang's T.gemm issues wgmma on sm_90 for whole 64-row warpgroup slabs.
+        compute_layout(
+            block_m,
+            block_n,
+            threads / 32,
+            block_m % 64 == 0,
+            problem,
+            arch,
+        )
     }
 }
 
@@ -86,13 +84,7 @@ impl KernelFamily for TileLangFamily {
     }
 
     fn load_path(&self, problem: &Problem, arch: &Arch) -> LoadPath {
-        if !(problem.aligned_a && problem.aligned_b) {
-            LoadPath::Registers
-        } else if arch.gpu.compute_capability.major >= 9 {
-            LoadPath::Tma
-        } else {
-            LoadPath::CpAsync
-        }
+        tma_or_cp_async(problem, arch)
     }
 
     fn split_k_reduction(&self) -> SplitKReduction {

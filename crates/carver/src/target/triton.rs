@@ -4,10 +4,10 @@
 use carver_arch::{Arch, InstructionFamily};
 use serde_json::json;
 
+use super::compute_layout;
 use super::{
     KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
-    field_u32, mma_sync_warps, operands_vectorizable, pick_mma, staged_elements_per_thread,
-    wgmma_warps,
+    field_u32, operands_vectorizable, staged_elements_per_thread,
 };
 use crate::dtype::DType;
 use crate::error::CarverError;
@@ -30,17 +30,7 @@ impl TritonFamily {
     ) -> Option<WarpLayout> {
         // Triton on sm_90 emits wgmma (MMAv3) when a warpgroup can own 64 rows.
         let wgmma_ok = block_m >= 64 && warps % 4 == 0 && block_n >= 16;
-        let mma = pick_mma(arch, problem, wgmma_ok)?;
-        let (warps_m, warps_n) = match mma {
-            InstructionFamily::Wgmma => wgmma_warps(block_m, warps),
-            _ => mma_sync_warps(block_m, block_n, warps),
-        };
-        (warps_m * warps_n == warps).then_some(WarpLayout {
-            warps_m,
-            warps_n,
-            producer_warps: 0,
-            mma,
-        })
+        compute_layout(block_m, block_n, warps, wgmma_ok, problem, arch)
     }
 }
 
