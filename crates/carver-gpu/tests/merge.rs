@@ -163,6 +163,8 @@ fn a_figure_the_device_reports_is_never_left_marked_as_estimated() {
     entry
         .estimated
         .insert("memory.bandwidth_bytes_per_s".into());
+    // A figure the driver does not report (L2 bandwidth) keeps its mark.
+    entry.estimated.insert("l2.bandwidth_bytes_per_s".into());
     db.insert(entry);
     let d = h100_driver();
     let a = merge_live(&db, &d, &nvml_for(&d)).unwrap().arch;
