@@ -19,6 +19,7 @@ pub mod family;
 mod live;
 mod query;
 pub mod sm90;
+pub mod tune;
 
 pub use calibrate::{
     CalibrationOptions, CalibrationOutcome, MeasuredFigure, RateSummary, Step, calibrate,

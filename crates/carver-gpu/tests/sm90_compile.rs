@@ -49,6 +49,17 @@ fn representative() -> Vec<KernelSpec> {
     v.push(spec((128, 256, 4, 2), true, Layout::Col, DType::Bf16));
     v.push(spec((64, 16, 4, 1), false, Layout::Col, DType::F16));
     v.push(spec((128, 256, 4, 2), false, Layout::Row, DType::F16));
+    // 2-CTA clusters sharing B through TMA multicast, both layouts.
+    for (shape, persistent, layout) in [
+        ((128, 256, 4, 2), true, Layout::Row),
+        ((128, 192, 5, 2), false, Layout::Row),
+        ((128, 256, 4, 2), false, Layout::Col),
+        ((256, 128, 4, 2), true, Layout::Col),
+    ] {
+        let mut s = spec(shape, persistent, layout, DType::Bf16);
+        s.params.cluster_m = 2;
+        v.push(s);
+    }
     v
 }
 
@@ -105,10 +116,11 @@ fn representative_configs_compile_without_spills() {
 fn unsupported_configs_are_refused_before_compiling() {
     // No NVRTC needed: the check comes first.
     let mut s = spec((128, 128, 4, 2), false, Layout::Row, DType::Bf16);
-    s.params.cluster_m = 2;
+    s.params.cluster_m = 3;
     match compile_kernel(&s) {
         Err(GpuError::UnsupportedConfig { reason, .. }) => assert!(reason.contains("cluster")),
-        other => panic!("{other:?}"),
+        Err(e) => panic!("{e}"),
+        Ok(k) => panic!("{} compiled", k.spec.label()),
     }
 }
 

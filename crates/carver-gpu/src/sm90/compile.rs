@@ -124,6 +124,9 @@ fn options() -> Vec<String> {
         "-std=c++17".into(),
         "-DNDEBUG".into(),
         "--ptxas-options=-v".into(),
+        // Where a driver is installed NVRTC may answer from the driver's compute cache, and a
+        // cached answer carries no ptxas report; carver keeps its own cache of cubins.
+        "--no-cache".into(),
     ]
 }
 

@@ -8,6 +8,8 @@
 //   CONSUMERS           wgmma warpgroups (1 or 2); each owns BM / CONSUMERS rows of the tile
 //   GROUP_M             launch-order group: tile rows walked together down a column band
 //   PERSISTENT          1: a grid of at most one wave loops over tiles
+//   CLUSTER_M           CTAs per cluster along M (1 or 2); a pair shares its B tile, each CTA
+//                       loading half of it with TMA multicast into both
 //   B_KMAJOR            1: B is stored N x K (K contiguous); 0: K x N (N contiguous)
 //   OUT_BF16            1: C is bf16; 0: C is f16
 //
@@ -18,6 +20,9 @@
 // accumulators in registers and release a stage once the wgmma reading it has completed. The
 // epilogue converts to 16 bits and stores straight from registers, predicated on M and N (TMA
 // zero-fills rows and columns past the matrix edge on the loads, including the last K tile).
+// With CLUSTER_M = 2 the two CTAs of a cluster compute vertically adjacent tiles: each loads
+// its own A tile and half of the shared B tile, multicast to both; a stage is refilled only
+// once the consumers of both CTAs have released it (remote mbarrier arrivals).
 //
 // No headers: NVRTC has no <cstdint>, and everything here is inline PTX.
 
@@ -50,6 +55,9 @@ struct __align__(64) TmaMap {
 #endif
 #if !B_KMAJOR && BN % 64 != 0
 #error "row-major B needs BN to be a multiple of 64"
+#endif
+#if CLUSTER_M != 1 && CLUSTER_M != 2
+#error "CLUSTER_M must be 1 or 2"
 #endif
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
@@ -98,6 +106,55 @@ __device__ __forceinline__ void tma_load_2d(u32 dst, const TmaMap* map, u32 bar,
         " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
         "l"((u64)map), "r"(inner), "r"(outer), "r"(bar)
         : "memory");
+}
+
+#if CLUSTER_M > 1
+// Loads one box and writes it, at the same offset, into the shared memory of every CTA of the
+// cluster in `mask`, completing bytes on the mbarrier at the same offset in each.
+__device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const TmaMap* map, u32 bar,
+                                                      int inner, int outer, u16 mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+        "l"((u64)map), "r"(inner), "r"(outer), "r"(bar), "h"(mask)
+        : "memory");
+}
+
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// Arrives on the mbarrier at shared address `bar` of CTA `cta` of the cluster. No cluster-scope
+// release: what it orders are wgmma reads already completed by wgmma.wait_group, and a
+// `.release.cluster` arrive costs a GPU-wide memory barrier per call (it halved the speed).
+__device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 cta) {
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+        "}\n" ::"r"(bar),
+        "r"(cta)
+        : "memory");
+}
+
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::
+                     : "memory");
+}
+#endif
+
+// Releases stage `s` to the producers: one arrival per consumer warp on the `empty` barrier of
+// every CTA of the cluster (each of them may refill this stage in both).
+__device__ __forceinline__ void release_stage(u32 empty_bar) {
+#if CLUSTER_M > 1
+#pragma unroll
+    for (u32 cta = 0; cta < CLUSTER_M; ++cta) mbar_arrive_cluster(empty_bar, cta);
+#else
+    mbar_arrive(empty_bar);
+#endif
 }
 
 // ---- wgmma --------------------------------------------------------------------------------
@@ -180,7 +237,13 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
 
 // ---- the kernel ---------------------------------------------------------------------------
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+#if CLUSTER_M > 1
+#define CLUSTER_ATTR __cluster_dims__(CLUSTER_M, 1, 1)
+#else
+#define CLUSTER_ATTR
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
     carver_sm90_gemm(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b,
                      u16* __restrict__ c, int M, int N, int K) {
     // The ring, then the barriers: full[s] at bars + 8 s, empty[s] at bars + 8 (STAGES + s).
@@ -195,15 +258,29 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         if ((base & 1023) != 0) asm volatile("trap;");
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(bars + 8 * s, 1);
-            mbar_init(bars + 8 * (STAGES + s), 4 * CONSUMERS);
+            mbar_init(bars + 8 * (STAGES + s), 4 * CONSUMERS * CLUSTER_M);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
+#if CLUSTER_M > 1
+    // Every CTA's barriers exist before any peer signals them.
+    cluster_sync();
+    const u32 rank = cluster_rank();
+#else
     __syncthreads();
+    const u32 rank = 0;
+#endif
 
+    // Work is handed out in units of CLUSTER_M vertically adjacent tiles; CTA `rank` of a
+    // cluster takes tile row unit_row * CLUSTER_M + rank (past the last tile row when M runs
+    // out: its loads are zero-filled and its stores predicated off, but it still loads its
+    // half of B for its peer).
     const int tiles_m = (M + BM - 1) / BM;
     const int tiles_n = (N + BN - 1) / BN;
-    const int tiles = tiles_m * tiles_n;
+    const int unit_rows = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
+    const int units = unit_rows * tiles_n;
+    const int first_unit = blockIdx.x / CLUSTER_M;
+    const int unit_stride = gridDim.x / CLUSTER_M;
     const int k_tiles = (K + BK - 1) / BK;
 
     if (wg == 0) {
@@ -215,9 +292,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
             asm volatile("prefetch.tensormap [%0];" ::"l"((u64)&tma_a) : "memory");
             asm volatile("prefetch.tensormap [%0];" ::"l"((u64)&tma_b) : "memory");
             u32 it = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                int tm, tn;
-                tile_coords(t, tiles_m, tiles_n, tm, tn);
+            for (int u = first_unit; u < units; u += unit_stride) {
+                int um, tn;
+                tile_coords(u, unit_rows, tiles_n, um, tn);
+                const int tm = um * CLUSTER_M + (int)rank;
                 for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                     const u32 s = it % STAGES;
                     // A fresh barrier counts as having completed the phase before its first,
@@ -228,6 +306,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
                     const u32 sa = base + s * STAGE_BYTES;
                     const u32 sb = sa + A_STAGE_BYTES;
                     tma_load_2d(sa, &tma_a, full, kt * BK, tm * BM);
+#if CLUSTER_M == 1
 #if B_KMAJOR
                     tma_load_2d(sb, &tma_b, full, kt * BK, tn * BN);
 #else
@@ -235,6 +314,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
                     for (int j = 0; j < BN / 64; ++j) {
                         tma_load_2d(sb + j * B_BOX_BYTES, &tma_b, full, tn * BN + j * 64, kt * BK);
                     }
+#endif
+#else
+#if B_KMAJOR
+                    // The B map's box is BN / CLUSTER_M rows of N: this CTA's share.
+                    tma_load_2d_multicast(sb + rank * (BN / CLUSTER_M) * 128, &tma_b, full,
+                                          kt * BK, tn * BN + (int)rank * (BN / CLUSTER_M),
+                                          (u16)((1u << CLUSTER_M) - 1));
+#else
+#pragma unroll
+                    for (int j = 0; j < BN / 64; ++j) {
+                        if (j % CLUSTER_M == (int)rank) {
+                            tma_load_2d_multicast(sb + j * B_BOX_BYTES, &tma_b, full,
+                                                  tn * BN + j * 64, kt * BK,
+                                                  (u16)((1u << CLUSTER_M) - 1));
+                        }
+                    }
+#endif
 #endif
                 }
             }
@@ -249,9 +345,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         const int lane = lt % 32;
         float acc[M_SLABS][BN / 2];
         u32 it = 0;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            int tm, tn;
-            tile_coords(t, tiles_m, tiles_n, tm, tn);
+        for (int u = first_unit; u < units; u += unit_stride) {
+            int um, tn;
+            tile_coords(u, unit_rows, tiles_n, um, tn);
+            const int tm = um * CLUSTER_M + (int)rank;
 #pragma unroll
             for (int mi = 0; mi < M_SLABS; ++mi) {
 #pragma unroll
@@ -280,13 +377,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
                 wg_wait<1>();
                 if (kt > 0) {
                     __syncwarp();
-                    if (lane == 0) mbar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
+                    if (lane == 0) release_stage(bars + 8 * (STAGES + (it - 1) % STAGES));
                 }
             }
             wg_wait<0>();
             if (k_tiles > 0) {
                 __syncwarp();
-                if (lane == 0) mbar_arrive(bars + 8 * (STAGES + (it - 1) % STAGES));
+                if (lane == 0) release_stage(bars + 8 * (STAGES + (it - 1) % STAGES));
             }
 
             // Epilogue. Accumulator i of an m64 slab holds row warp*16 + lane/4 (+8 when bit 1
@@ -305,4 +402,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
             }
         }
     }
+#if CLUSTER_M > 1
+    // No CTA leaves while a peer may still multicast into its ring or arrive on its barriers.
+    __syncwarp();
+    cluster_sync();
+#endif
 }

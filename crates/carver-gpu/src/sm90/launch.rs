@@ -89,13 +89,14 @@ pub fn encode_tma_maps(
         "cuTensorMapEncodeTiled(A)",
     )?;
     let map_b = match spec.layout_b {
+        // In a cluster each CTA loads its share of the B tile's rows.
         Layout::Col => encode_2d(
             spec.input,
             b,
             k,
             n,
             p.block_k,
-            p.block_n,
+            p.block_n / p.cluster_m.max(1),
             "cuTensorMapEncodeTiled(B)",
         )?,
         Layout::Row => encode_2d(
@@ -121,6 +122,9 @@ pub struct LoadedKernel {
     pub local_bytes: u32,
     /// Blocks of this kernel that fit on one SM at once.
     pub blocks_per_sm: u32,
+    /// Clusters of this kernel that can be resident on the GPU at once (for clusters of one
+    /// CTA: blocks per SM x SMs is used instead).
+    pub max_active_clusters: Option<u32>,
 }
 
 impl LoadedKernel {
@@ -165,6 +169,7 @@ impl LoadedKernel {
                 ),
             });
         }
+        let max_active_clusters = None;
         Ok(Self {
             spec: *spec,
             _module: module,
@@ -172,16 +177,48 @@ impl LoadedKernel {
             registers,
             local_bytes,
             blocks_per_sm,
+            max_active_clusters,
         })
     }
 
-    /// Blocks to launch: one per tile, or at most one wave for a persistent kernel.
+    /// Asks the driver how many clusters of this kernel fit on the GPU at once (its compiled-in
+    /// cluster shape); needed for a persistent grid of clusters.
+    pub fn query_cluster_occupancy(&mut self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
+        if self.spec.params.cluster_m <= 1 {
+            return Ok(());
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (self.spec.params.cluster_m, 1, 1),
+            block_dim: (self.spec.threads(), 1, 1),
+            shared_mem_bytes: self.spec.dynamic_smem_bytes(),
+        };
+        let n = self
+            .function
+            .occupancy_max_active_clusters(cfg, stream)
+            .map_err(driver_err("cuOccupancyMaxActiveClusters"))?;
+        if n == 0 {
+            return Err(GpuError::UnsupportedConfig {
+                config: self.spec.label(),
+                reason: "the driver reports that no cluster of this kernel fits on the GPU".into(),
+            });
+        }
+        self.max_active_clusters = Some(n);
+        Ok(())
+    }
+
+    /// Blocks to launch: one per tile (rounded up to whole clusters), or at most one wave for a
+    /// persistent kernel.
     pub fn grid(&self, m: u64, n: u64, sms: u32) -> Result<u32, GpuError> {
-        let tiles = self.spec.tiles(m, n);
+        let cluster = u64::from(self.spec.params.cluster_m.max(1));
+        let units = self.spec.units(m, n);
+        let resident_units = match self.max_active_clusters {
+            Some(c) => u64::from(c),
+            None => u64::from(sms) * u64::from(self.blocks_per_sm) / cluster,
+        };
         let blocks = if self.spec.params.persistent {
-            tiles.min(u64::from(sms) * u64::from(self.blocks_per_sm))
+            units.min(resident_units.max(1)) * cluster
         } else {
-            tiles
+            units * cluster
         };
         u32::try_from(blocks)
             .ok()

@@ -86,9 +86,9 @@ impl KernelSpec {
         if p.group_m == 0 {
             return Err("group_m must be at least 1".into());
         }
-        if p.cluster_m != 1 {
+        if !(1..=2).contains(&p.cluster_m) {
             return Err(format!(
-                "cluster_m = {}: this kernel runs clusters of 1 only",
+                "cluster_m = {}: clusters of 1 or 2 CTAs along M",
                 p.cluster_m
             ));
         }
@@ -121,17 +121,30 @@ impl KernelSpec {
         m.div_ceil(u64::from(self.params.block_m)) * n.div_ceil(u64::from(self.params.block_n))
     }
 
-    /// A short name, e.g. `128x256x64 s4 c2 g8 p rr bf16`.
+    /// Work units of an M x N problem: clusters of `cluster_m` vertically adjacent tiles.
+    pub fn units(&self, m: u64, n: u64) -> u64 {
+        let p = &self.params;
+        m.div_ceil(u64::from(p.block_m))
+            .div_ceil(u64::from(p.cluster_m.max(1)))
+            * n.div_ceil(u64::from(p.block_n))
+    }
+
+    /// A short name, e.g. `128x256x64 s4 c2 g8 x2 persistent rr bf16` (`x2`: clusters of 2).
     pub fn label(&self) -> String {
         let p = &self.params;
         format!(
-            "{}x{}x{} s{} c{} g{}{} r{} {}",
+            "{}x{}x{} s{} c{} g{}{}{} r{} {}",
             p.block_m,
             p.block_n,
             p.block_k,
             p.stages,
             p.consumers,
             p.group_m,
+            if p.cluster_m > 1 {
+                format!(" x{}", p.cluster_m)
+            } else {
+                String::new()
+            },
             if p.persistent { " persistent" } else { "" },
             match self.layout_b {
                 Layout::Row => 'r',
@@ -154,6 +167,7 @@ impl KernelSpec {
             ("CONSUMERS", p.consumers),
             ("GROUP_M", p.group_m),
             ("PERSISTENT", u32::from(p.persistent)),
+            ("CLUSTER_M", p.cluster_m),
             ("B_KMAJOR", u32::from(self.layout_b == Layout::Col)),
             ("OUT_BF16", u32::from(self.output == DType::Bf16)),
         ] {
@@ -315,6 +329,9 @@ mod tests {
         );
         let mut s = spec(128, 128, 1, Layout::Row);
         s.params.cluster_m = 2;
+        assert!(s.check().is_ok());
+        assert!(s.source().contains("#define CLUSTER_M 2"));
+        s.params.cluster_m = 4;
         assert!(s.check().unwrap_err().contains("cluster"));
         s.params.cluster_m = 1;
         s.params.block_k = 32;

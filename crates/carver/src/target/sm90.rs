@@ -4,9 +4,8 @@
 //!
 //! This module is the single definition of the family's space and legality: the kernel
 //! generator in `carver-gpu` instantiates exactly the [`Sm90Params`] this module accepts.
-//! The kernel runs clusters of one CTA only (no TMA multicast yet), and loads row-major B in
-//! 64-column boxes, so for row-major B block N is a multiple of 64; the space below leaves the
-//! other points out.
+//! The kernel loads row-major B in 64-column boxes, so for row-major B block N is a multiple
+//! of 64; the space below leaves the other points out.
 
 use carver_arch::{Arch, InstructionFamily};
 use serde::{Deserialize, Serialize};
@@ -176,8 +175,7 @@ impl KernelFamily for Sm90Family {
     }
 
     fn clusters(&self) -> &'static [(u32, u32)] {
-        // 2-CTA clusters with TMA multicast are not implemented by the kernel yet.
-        &[(1, 1)]
+        &[(1, 1), (2, 1)]
     }
 
     fn persistence(&self) -> &'static [bool] {
@@ -241,8 +239,8 @@ impl KernelFamily for Sm90Family {
         if !(2..=8).contains(&c.stages) {
             return Err(format!("stages = {}; accepted: 2 to 8", c.stages));
         }
-        if c.split_k != 1 || c.cluster_n != 1 || c.cluster_m != 1 {
-            return Err("no split-K; clusters of one CTA".into());
+        if c.split_k != 1 || c.cluster_n != 1 || !(1..=2).contains(&c.cluster_m) {
+            return Err("no split-K; clusters of 1 or 2 along M".into());
         }
         let step = row_major_b_step(p);
         if c.block_n % step != 0 {

@@ -1,0 +1,224 @@
+//! `carver tune` and `carver bench`: argument errors and the worker protocol anywhere; clean
+//! failures on a machine without a GPU; on a Hopper GPU, real tuning runs (correctness against
+//! cuBLAS, a stored winner answered from the database, ragged sizes and both B layouts).
+//! GPU cases skip, saying why, where they cannot run.
+
+use std::path::Path;
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use tempfile::TempDir;
+
+fn carver(cache: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_carver"));
+    cmd.env_remove("CARVER_HARDWARE_DB")
+        .env_remove("CARVER_CACHE_DIR")
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args);
+    cmd
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn assert_no_panic(output: &Output, what: &str) {
+    let stderr = text(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{what} panicked: {stderr}");
+    assert!(!stderr.contains("RUST_BACKTRACE"), "{what}: {stderr}");
+}
+
+/// The detected GPU's compute capability when `carver arch detect` works here.
+fn gpu_capability(cache: &Path) -> Option<String> {
+    let out = carver(cache, &["arch", "detect", "--format", "json"])
+        .output()
+        .expect("carver runs");
+    if !out.status.success() {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    let cc = &v["gpus"][0]["arch"]["gpu"]["compute_capability"];
+    Some(match cc {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    })
+}
+
+fn is_hopper(cc: &str) -> bool {
+    cc.contains("9.0") || cc.contains("\"major\":9") && cc.contains("\"minor\":0")
+}
+
+#[test]
+fn bad_arguments_are_refused_before_any_gpu_work() {
+    let cache = TempDir::new().unwrap();
+    for (args, expect) in [
+        (
+            &[
+                "tune", "--m", "64", "--n", "64", "--k", "64", "--dtype", "f32",
+            ][..],
+            "bf16 or f16",
+        ),
+        (
+            &[
+                "tune", "--m", "64", "--n", "64", "--k", "64", "--layout", "cr",
+            ],
+            "`rr`",
+        ),
+        (&["tune", "--m", "64", "--n", "64"], "--k"),
+        (
+            &["tune", "--m", "64", "--n", "64", "--k", "64", "--topk", "0"],
+            "--topk must be at least 1",
+        ),
+        (&["bench", "--m", "64", "--n", "64"], "--k"),
+    ] {
+        let out = carver(cache.path(), args).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+        assert_no_panic(&out, &args.join(" "));
+        assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out.stdout));
+    }
+}
+
+#[test]
+fn the_worker_answers_every_line_and_exits_on_request() {
+    let cache = TempDir::new().unwrap();
+    let out = carver(cache.path(), &["tune", "--worker"])
+        .write_stdin(
+            "{\"op\":\"cublas\"}\nthis is not json\n\n{\"op\":\"exit\"}\n{\"op\":\"cublas\"}\n",
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let replies: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_eq!(replies[0]["reply"], "error");
+    assert!(replies[0]["message"].as_str().unwrap().contains("setup"));
+    assert_eq!(replies[1]["reply"], "error");
+    assert!(
+        replies[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a request")
+    );
+}
+
+#[test]
+fn without_a_gpu_tune_and_bench_fail_cleanly_and_store_nothing() {
+    let cache = TempDir::new().unwrap();
+    if gpu_capability(cache.path()).is_some() {
+        eprintln!("skipped: this machine has a working GPU, so the no-GPU failure cannot be seen");
+        return;
+    }
+    for args in [
+        &["tune", "--m", "256", "--n", "256", "--k", "256"][..],
+        &[
+            "tune", "--m", "256", "--n", "256", "--k", "256", "--format", "json",
+        ],
+        &["bench", "--m", "256", "--n", "256", "--k", "256"],
+    ] {
+        let out = carver(cache.path(), args).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("CUDA driver") || stderr.contains("no GPU"),
+            "{args:?}: {stderr}"
+        );
+        assert_no_panic(&out, &args.join(" "));
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(!cache.path().join("tuning.sqlite3").exists(), "{args:?}");
+    }
+    // A worker asked to set up says why it cannot, as a reply.
+    let out = carver(cache.path(), &["tune", "--worker"])
+        .write_stdin(
+            "{\"op\":\"setup\",\"device\":0,\"problem\":{\"m\":64,\"n\":64,\"k\":64,\"input\":\"bf16\",\"output\":\"bf16\",\"layout_b\":\"row\"},\"timing\":{\"warmup_ms\":1,\"measure_ms\":1,\"min_runs\":1,\"max_runs\":2,\"early_stop_ratio\":1.5,\"tolerance\":0.01,\"l2_multiple\":2}}\n",
+        )
+        .output()
+        .unwrap();
+    let reply: Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(reply["reply"], "error");
+    assert!(
+        reply["message"].as_str().unwrap().contains("CUDA driver")
+            || reply["message"].as_str().unwrap().contains("no GPU"),
+        "{reply}"
+    );
+}
+
+/// Tunes on the GPU and returns the JSON report.
+fn tune_json(cache: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["tune", "--format", "json"];
+    all.extend_from_slice(args);
+    let out = carver(cache, &all).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{all:?}: {}\n{}",
+        text(&out.stderr),
+        text(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn on_a_hopper_gpu_tuning_finds_a_correct_winner_and_stores_it() {
+    let cache = TempDir::new().unwrap();
+    match gpu_capability(cache.path()) {
+        None => {
+            eprintln!("skipped: no GPU here");
+            return;
+        }
+        Some(cc) if !is_hopper(&cc) => {
+            eprintln!("skipped: the GPU is compute capability {cc}, cuda-sm90 needs 9.0");
+            return;
+        }
+        Some(_) => {}
+    }
+    // Sizes that are not multiples of any tile, both B layouts.
+    for (m, n, k, layout) in [("1000", "1000", "1000", "rr"), ("777", "1232", "304", "rc")] {
+        let report = tune_json(
+            cache.path(),
+            &[
+                "--m", m, "--n", n, "--k", k, "--layout", layout, "--topk", "3",
+            ],
+        );
+        let r = &report["results"][0];
+        assert_eq!(r["source"], "tuned", "{r}");
+        assert!(r["error"].is_null(), "{r}");
+        assert!(r["winner_time_us"].as_f64().unwrap() > 0.0);
+        assert!(r["cublas_time_us"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["stored"], "inserted");
+        for c in r["candidates"].as_array().unwrap() {
+            if let Some(d) = c.get("details").filter(|d| !d.is_null()) {
+                assert!(d["rel_error"].as_f64().unwrap() < 1e-2, "{c}");
+            }
+        }
+        // The same question again is answered from the tuning database.
+        let again = tune_json(
+            cache.path(),
+            &[
+                "--m", m, "--n", n, "--k", k, "--layout", layout, "--topk", "3",
+            ],
+        );
+        let a = &again["results"][0];
+        assert_eq!(a["source"], "database", "{a}");
+        assert_eq!(a["winner"], r["winner"]);
+    }
+    // bench times the stored winner against cuBLAS.
+    let out = carver(
+        cache.path(),
+        &[
+            "bench", "--m", "1000", "--n", "1000", "--k", "1000", "--format", "json",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let b: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(b["config_source"], "database");
+    assert!(b["measured_time_us"].as_f64().unwrap() > 0.0);
+}

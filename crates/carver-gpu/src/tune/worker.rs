@@ -1,0 +1,689 @@
+//! The worker side: owns the CUDA context, the input sets and cuBLAS, and answers requests.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use carver::{DType, Layout};
+use cudarc::cublas::{CudaBlas, result as cublas_result, sys as cublas_sys};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
+    LaunchConfig, PushKernelArg, sys,
+};
+use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+
+use super::protocol::{CandidateMeasurement, Reply, Request, WorkerInfo};
+use super::{GemmProblem, Timing, TimingOptions};
+use crate::driver::{driver_err, guarded, init_driver};
+use crate::error::GpuError;
+use crate::sm90::{KernelSpec, LoadedKernel, TmaMap, encode_tma_maps};
+
+const UTIL: &str = include_str!("util.cu");
+/// Timed launches between two synchronizations.
+const CHUNK: usize = 16;
+/// Warm-up launches at most (for very short kernels).
+const MAX_WARMUP_RUNS: usize = 5000;
+
+/// Serves requests from `input` until `Exit` or end of input, one reply line per request.
+/// Meant for a process of its own (`carver tune --worker`): after a candidate faults, the reply
+/// says so and this returns, since the CUDA context cannot be used again.
+pub fn serve_worker(input: impl BufRead, mut output: impl Write) -> Result<(), GpuError> {
+    let mut bench: Option<Bench> = None;
+    let io = |e: std::io::Error| GpuError::Worker(format!("cannot write a reply: {e}"));
+    for line in input.lines() {
+        let line = line.map_err(|e| GpuError::Worker(format!("cannot read a request: {e}")))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let request: Request = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                let reply = Reply::Error {
+                    message: format!("not a request: {e}"),
+                };
+                writeln!(
+                    output,
+                    "{}",
+                    serde_json::to_string(&reply).expect("serializes")
+                )
+                .map_err(io)?;
+                output.flush().map_err(io)?;
+                continue;
+            }
+        };
+        let (reply, stop) = match request {
+            Request::Exit => return Ok(()),
+            Request::Setup {
+                device,
+                problem,
+                timing,
+            } => {
+                bench = None;
+                match guarded("CUDA libraries", "tuning worker setup", || {
+                    Bench::new(device, problem, timing)
+                }) {
+                    Ok(b) => {
+                        let info = b.info.clone();
+                        bench = Some(b);
+                        (Reply::Ready(info), false)
+                    }
+                    Err(e) => (
+                        Reply::Error {
+                            message: e.to_string(),
+                        },
+                        false,
+                    ),
+                }
+            }
+            Request::Cublas => match bench.as_mut() {
+                None => (no_setup(), false),
+                Some(b) => match guarded("cuBLAS", "cublasGemmEx", || b.time_cublas()) {
+                    Ok(t) => (Reply::Cublas(t), false),
+                    Err(e) => (
+                        Reply::Error {
+                            message: e.to_string(),
+                        },
+                        true,
+                    ),
+                },
+            },
+            Request::Candidate {
+                cubin,
+                spec,
+                best_s,
+            } => match bench.as_mut() {
+                None => (no_setup(), false),
+                Some(b) => match guarded("CUDA libraries", "candidate", || {
+                    b.candidate(&cubin, &spec, best_s)
+                }) {
+                    Ok(Ok(m)) => (Reply::Candidate(m), false),
+                    Ok(Err(reason)) => (
+                        Reply::Rejected {
+                            reason,
+                            context_lost: false,
+                        },
+                        false,
+                    ),
+                    Err(e) => {
+                        // A launch or synchronization error: after a fault the context is gone.
+                        let lost = b.context_lost();
+                        (
+                            Reply::Rejected {
+                                reason: e.to_string(),
+                                context_lost: lost,
+                            },
+                            lost,
+                        )
+                    }
+                },
+            },
+        };
+        writeln!(
+            output,
+            "{}",
+            serde_json::to_string(&reply).expect("serializes")
+        )
+        .map_err(io)?;
+        output.flush().map_err(io)?;
+        if stop {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+fn no_setup() -> Reply {
+    Reply::Error {
+        message: "no setup request came first".into(),
+    }
+}
+
+/// One input set: A and B, and their device addresses.
+struct InputSet {
+    a: CudaSlice<u16>,
+    b: CudaSlice<u16>,
+    a_ptr: sys::CUdeviceptr,
+    b_ptr: sys::CUdeviceptr,
+}
+
+struct Bench {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    _util: Arc<CudaModule>,
+    fill: CudaFunction,
+    poison: CudaFunction,
+    diff: CudaFunction,
+    blas: CudaBlas,
+    problem: GemmProblem,
+    timing: TimingOptions,
+    sets: Vec<InputSet>,
+    c: CudaSlice<u16>,
+    c_ptr: sys::CUdeviceptr,
+    reference: CudaSlice<u16>,
+    ref_ptr: sys::CUdeviceptr,
+    sums: CudaSlice<f64>,
+    bad: CudaSlice<u64>,
+    events: Vec<CudaEvent>,
+    info: WorkerInfo,
+    seed: u64,
+}
+
+fn is_bf16(t: DType) -> i32 {
+    i32::from(t == DType::Bf16)
+}
+
+fn cuda_type(t: DType) -> cublas_sys::cudaDataType_t {
+    match t {
+        DType::Bf16 => cublas_sys::cudaDataType_t::CUDA_R_16BF,
+        _ => cublas_sys::cudaDataType_t::CUDA_R_16F,
+    }
+}
+
+impl Bench {
+    fn new(device: usize, problem: GemmProblem, timing: TimingOptions) -> Result<Self, GpuError> {
+        let count = init_driver()?;
+        if device >= count {
+            return Err(GpuError::NoSuchDevice {
+                index: device,
+                count,
+            });
+        }
+        for (library, present, why) in [
+            (
+                "libnvrtc (CUDA NVRTC)",
+                // SAFETY: only tries to dlopen the candidate names.
+                unsafe { cudarc::nvrtc::sys::is_culib_present() },
+                "the tuning worker compiles its input generators at run time",
+            ),
+            (
+                "libcublas (CUDA cuBLAS)",
+                unsafe { cublas_sys::is_culib_present() },
+                "every candidate is checked against cuBLAS and timed beside it",
+            ),
+        ] {
+            if !present {
+                return Err(GpuError::MissingLibrary { library, why });
+            }
+        }
+        for (what, t) in [("input", problem.input), ("output", problem.output)] {
+            if !matches!(t, DType::Bf16 | DType::F16) {
+                return Err(GpuError::Unsupported {
+                    what: format!("{t} {what}"),
+                    reason: "the cuda-sm90 family takes bf16 or f16".into(),
+                });
+            }
+        }
+        let ctx = CudaContext::new(device).map_err(driver_err("cuDevicePrimaryCtxRetain"))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(driver_err("cuDeviceGetAttribute"))?;
+        let name = ctx.name().map_err(driver_err("cuDeviceGetName"))?;
+        if (major, minor) != (9, 0) {
+            return Err(GpuError::Unsupported {
+                what: format!("GPU {device} ({name}, compute capability {major}.{minor})"),
+                reason: "carver's native kernel family (cuda-sm90) needs a Hopper GPU, compute capability 9.0".into(),
+            });
+        }
+        let attr = |a: sys::CUdevice_attribute| {
+            ctx.attribute(a)
+                .map_err(driver_err("cuDeviceGetAttribute"))
+                .map(|v| v.max(0) as u64)
+        };
+        let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let l2_bytes = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?;
+        // SAFETY: one stream, no buffer shared across streams.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
+
+        let options = CompileOptions {
+            options: vec!["--gpu-architecture=compute_90".into(), "-DNDEBUG".into()],
+            name: Some("carver_tune_util.cu".into()),
+            ..Default::default()
+        };
+        let ptx = compile_ptx_with_opts(UTIL, options).map_err(|e| GpuError::KernelCompile {
+            kernel: "tuning helpers".into(),
+            log: e.to_string(),
+        })?;
+        let util = ctx
+            .load_module(ptx)
+            .map_err(driver_err("cuModuleLoadData"))?;
+        let load = |name: &str| {
+            util.load_function(name)
+                .map_err(driver_err("cuModuleGetFunction"))
+        };
+        let (fill, poison, diff) = (load("fill_16")?, load("poison_16")?, load("diff_16")?);
+
+        let (m, n, k) = (problem.m, problem.n, problem.k);
+        let set_elems = m * k + k * n;
+        let set_bytes = set_elems * 2;
+        let c_bytes = m * n * 2;
+        let wanted = ((timing.l2_multiple * l2_bytes as f64) / set_bytes as f64).ceil() as u64;
+        let (free, _) = ctx.mem_get_info().map_err(driver_err("cuMemGetInfo"))?;
+        let budget = (free as u64) * 7 / 10;
+        let fixed = 2 * c_bytes;
+        if fixed + 2 * set_bytes > budget {
+            return Err(GpuError::OutOfMemory {
+                what: "two input sets, the output and the reference",
+                needed_bytes: fixed + 2 * set_bytes,
+                free_bytes: free as u64,
+            });
+        }
+        let sets_n = wanted.clamp(2, 64).min((budget - fixed) / set_bytes) as usize;
+
+        let alloc = |len: u64| {
+            // SAFETY: every buffer is filled, poisoned or zeroed before it is read.
+            unsafe { stream.alloc::<u16>(len as usize) }.map_err(driver_err("cuMemAlloc"))
+        };
+        let mut sets = Vec::with_capacity(sets_n);
+        for _ in 0..sets_n {
+            let a = alloc(m * k)?;
+            let b = alloc(k * n)?;
+            let a_ptr = a.device_ptr(&stream).0;
+            let b_ptr = b.device_ptr(&stream).0;
+            sets.push(InputSet { a, b, a_ptr, b_ptr });
+        }
+        let c = alloc(m * n)?;
+        let reference = alloc(m * n)?;
+        let c_ptr = c.device_ptr(&stream).0;
+        let ref_ptr = reference.device_ptr(&stream).0;
+        let sums = stream
+            .alloc_zeros::<f64>(2)
+            .map_err(driver_err("cuMemAlloc"))?;
+        let bad = stream
+            .alloc_zeros::<u64>(1)
+            .map_err(driver_err("cuMemAlloc"))?;
+        let blas = CudaBlas::new(stream.clone()).map_err(|source| GpuError::Cublas {
+            call: "cublasCreate",
+            source,
+        })?;
+        let timed = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let events = (0..2 * CHUNK)
+            .map(|_| ctx.new_event(timed).map_err(driver_err("cuEventCreate")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let info = WorkerInfo {
+            device_name: name,
+            compute_capability: (major as u32, minor as u32),
+            sms,
+            l2_bytes,
+            input_sets: sets_n,
+            set_bytes,
+        };
+        let mut bench = Self {
+            ctx,
+            stream,
+            _util: util,
+            fill,
+            poison,
+            diff,
+            blas,
+            problem,
+            timing,
+            sets,
+            c,
+            c_ptr,
+            reference,
+            ref_ptr,
+            sums,
+            bad,
+            events,
+            info,
+            seed: 0x5eed_0000,
+        };
+        for i in 0..bench.sets.len() {
+            bench.refill(i)?;
+        }
+        bench.sync()?;
+        bench.check_the_check()?;
+        Ok(bench)
+    }
+
+    /// The comparison must be able to fail: an unwritten (poisoned) output is caught, and two
+    /// products of different inputs differ by far more than the tolerance.
+    fn check_the_check(&mut self) -> Result<(), GpuError> {
+        let broken = |reason: String| GpuError::Implausible {
+            what: "correctness check",
+            reason,
+        };
+        self.cublas_into(0, self.ref_ptr)?;
+        self.poison_output()?;
+        if self.compare()?.is_ok() {
+            return Err(broken("a NaN-poisoned output passed".into()));
+        }
+        self.cublas_into(1, self.c_ptr)?;
+        match self.compare()? {
+            Ok(e) if e > 10.0 * self.timing.tolerance => Ok(()),
+            Ok(e) => Err(broken(format!(
+                "the products of two different input sets differ by only {e:.2e}"
+            ))),
+            Err(reason) => Err(broken(format!("cuBLAS output rejected: {reason}"))),
+        }
+    }
+
+    fn sync(&self) -> Result<(), GpuError> {
+        self.stream
+            .synchronize()
+            .map_err(driver_err("cuStreamSynchronize"))
+    }
+
+    /// Whether the context still works (after a fault it does not).
+    fn context_lost(&self) -> bool {
+        self.ctx.synchronize().is_err() || self.stream.synchronize().is_err()
+    }
+
+    fn grid_config(&self) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (self.info.sms * 4, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Fresh random A and B in set `i`.
+    fn refill(&mut self, i: usize) -> Result<(), GpuError> {
+        let bf16 = is_bf16(self.problem.input);
+        let cfg = self.grid_config();
+        for which in 0..2 {
+            self.seed += 1;
+            let seed = self.seed;
+            let set = &mut self.sets[i];
+            let buf = if which == 0 { &mut set.a } else { &mut set.b };
+            let len = buf.len() as u64;
+            let mut launch = self.stream.launch_builder(&self.fill);
+            launch.arg(buf).arg(&len).arg(&seed).arg(&bf16);
+            // SAFETY: writes exactly `len` elements of `buf`.
+            unsafe { launch.launch(cfg) }.map_err(driver_err("cuLaunchKernel(fill_16)"))?;
+        }
+        Ok(())
+    }
+
+    fn poison_output(&mut self) -> Result<(), GpuError> {
+        let len = self.c.len() as u64;
+        let cfg = self.grid_config();
+        let mut launch = self.stream.launch_builder(&self.poison);
+        launch.arg(&mut self.c).arg(&len);
+        // SAFETY: writes exactly `len` elements.
+        unsafe { launch.launch(cfg) }.map_err(driver_err("cuLaunchKernel(poison_16)"))?;
+        Ok(())
+    }
+
+    /// cuBLAS: C = A B for row-major A and C, into `c` (a device pointer of M x N elements).
+    fn cublas_into(&self, set: usize, c: sys::CUdeviceptr) -> Result<(), GpuError> {
+        let p = &self.problem;
+        let s = &self.sets[set];
+        let dim = |v: u64| {
+            i32::try_from(v).map_err(|_| GpuError::Unsupported {
+                what: format!("a size of {v}"),
+                reason: "cuBLAS takes sizes below 2^31".into(),
+            })
+        };
+        let (m, n, k) = (dim(p.m)?, dim(p.n)?, dim(p.k)?);
+        // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS sees an N x M result.
+        let (op_b, ldb) = match p.layout_b {
+            Layout::Row => (cublas_sys::cublasOperation_t::CUBLAS_OP_N, n),
+            Layout::Col => (cublas_sys::cublasOperation_t::CUBLAS_OP_T, k),
+        };
+        let alpha = 1.0f32;
+        let beta = 0.0f32;
+        // SAFETY: the buffers hold K x N, M x K and M x N elements of the given types; alpha and
+        // beta are f32 as CUBLAS_COMPUTE_32F requires.
+        unsafe {
+            cublas_result::gemm_ex(
+                *self.blas.handle(),
+                op_b,
+                cublas_sys::cublasOperation_t::CUBLAS_OP_N,
+                n,
+                m,
+                k,
+                (&alpha as *const f32).cast(),
+                s.b_ptr as *const _,
+                cuda_type(p.input),
+                ldb,
+                s.a_ptr as *const _,
+                cuda_type(p.input),
+                k,
+                (&beta as *const f32).cast(),
+                c as *mut _,
+                cuda_type(p.output),
+                n,
+                cublas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|source| GpuError::Cublas {
+            call: "cublasGemmEx",
+            source,
+        })
+    }
+
+    fn time_cublas(&mut self) -> Result<Timing, GpuError> {
+        let c = self.c_ptr;
+        let n = self.sets.len();
+        self.time(None, |b, i| b.cublas_into(i % n, c))
+    }
+
+    /// Relative Frobenius error of `c` against `reference`, or why the output is unusable.
+    fn compare(&mut self) -> Result<Result<f64, String>, GpuError> {
+        self.stream
+            .memset_zeros(&mut self.sums)
+            .map_err(driver_err("cuMemsetD8"))?;
+        self.stream
+            .memset_zeros(&mut self.bad)
+            .map_err(driver_err("cuMemsetD8"))?;
+        let len = self.c.len() as u64;
+        let bf16 = is_bf16(self.problem.output);
+        let cfg = self.grid_config();
+        let mut launch = self.stream.launch_builder(&self.diff);
+        launch
+            .arg(&self.c)
+            .arg(&self.reference)
+            .arg(&len)
+            .arg(&bf16)
+            .arg(&mut self.sums)
+            .arg(&mut self.bad);
+        // SAFETY: reads `len` elements of both outputs, writes 2 f64 and 1 u64.
+        unsafe { launch.launch(cfg) }.map_err(driver_err("cuLaunchKernel(diff_16)"))?;
+        let sums = self
+            .stream
+            .clone_dtoh(&self.sums)
+            .map_err(driver_err("cuMemcpyDtoH"))?;
+        let bad = self
+            .stream
+            .clone_dtoh(&self.bad)
+            .map_err(driver_err("cuMemcpyDtoH"))?;
+        self.sync()?;
+        if bad[0] > 0 {
+            return Ok(Err(format!(
+                "wrong result: {} of {} outputs are NaN or infinite (unwritten outputs keep the NaN poison)",
+                bad[0], len
+            )));
+        }
+        if sums[1] <= 0.0 {
+            return Ok(Err("the cuBLAS reference is all zeros".into()));
+        }
+        Ok(Ok((sums[0] / sums[1]).sqrt()))
+    }
+
+    fn candidate(
+        &mut self,
+        cubin: &Path,
+        spec: &KernelSpec,
+        best_s: Option<f64>,
+    ) -> Result<Result<CandidateMeasurement, String>, GpuError> {
+        let p = self.problem;
+        if (spec.input, spec.output, spec.layout_b) != (p.input, p.output, p.layout_b) {
+            return Ok(Err(format!(
+                "the kernel was built for {} -> {} with {}-major B, the problem is {} -> {} with {}-major B",
+                spec.input, spec.output, spec.layout_b, p.input, p.output, p.layout_b
+            )));
+        }
+        let image = match std::fs::read(cubin) {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(format!("cannot read {}: {e}", cubin.display()))),
+        };
+        let mut kernel = match LoadedKernel::load(&self.ctx, spec, image) {
+            Ok(k) => k,
+            Err(e) => return Ok(Err(format!("cannot load: {e}"))),
+        };
+        if let Err(e) = kernel.query_cluster_occupancy(&self.stream) {
+            return Ok(Err(format!("cannot place its clusters: {e}")));
+        }
+        if kernel.local_bytes > 0 {
+            return Ok(Err(format!(
+                "uses {} bytes of local memory per thread (spilled registers or a stack array); rejected",
+                kernel.local_bytes
+            )));
+        }
+        let grid = kernel.grid(p.m, p.n, self.info.sms)?;
+        let maps: Vec<(TmaMap, TmaMap)> = self
+            .sets
+            .iter()
+            .map(|s| encode_tma_maps(spec, s.a_ptr, s.b_ptr, p.m, p.n, p.k))
+            .collect::<Result<_, _>>()?;
+
+        // Check on fresh inputs against cuBLAS, the output poisoned first.
+        self.refill(0)?;
+        self.cublas_into(0, self.ref_ptr)?;
+        self.poison_output()?;
+        // SAFETY: the maps describe set 0's live buffers; `c` holds M x N elements.
+        unsafe {
+            kernel.launch(&self.stream, &maps[0], self.c_ptr, p.m, p.n, p.k, grid)?;
+        }
+        self.sync()?;
+        let rel_error = match self.compare()? {
+            Ok(e) => e,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        if rel_error.is_nan() || rel_error >= self.timing.tolerance {
+            return Ok(Err(format!(
+                "wrong result: relative error {rel_error:.3e} against cuBLAS (at most {:.0e} accepted)",
+                self.timing.tolerance
+            )));
+        }
+
+        let c = self.c_ptr;
+        let n_sets = maps.len();
+        let timing = self.time(best_s, |b, i| {
+            // SAFETY: as above, for set i.
+            unsafe { kernel.launch(&b.stream, &maps[i % n_sets], c, p.m, p.n, p.k, grid) }
+        })?;
+        Ok(Ok(CandidateMeasurement {
+            registers: kernel.registers,
+            local_bytes: kernel.local_bytes,
+            blocks_per_sm: kernel.blocks_per_sm,
+            grid,
+            rel_error,
+            timing,
+        }))
+    }
+
+    /// Warm-up by time, then CUDA events around each launch of `op(self, i)` (i counts launches,
+    /// so callers rotate input sets with it), median of the runs.
+    fn time(
+        &mut self,
+        best_s: Option<f64>,
+        mut op: impl FnMut(&Self, usize) -> Result<(), GpuError>,
+    ) -> Result<Timing, GpuError> {
+        let o = self.timing.clone();
+        let warmup = Duration::from_secs_f64(o.warmup_ms / 1e3);
+        let started = Instant::now();
+        let mut i = 0usize;
+        loop {
+            op(self, i)?;
+            i += 1;
+            if i == 1 || i % 8 == 0 || i >= MAX_WARMUP_RUNS {
+                self.sync()?;
+                if started.elapsed() >= warmup || i >= MAX_WARMUP_RUNS {
+                    break;
+                }
+            }
+        }
+        let per_run = started.elapsed().as_secs_f64() / i as f64;
+        let target =
+            ((o.measure_ms / 1e3 / per_run.max(1e-7)) as usize).clamp(o.min_runs, o.max_runs);
+        let mut times: Vec<f64> = Vec::with_capacity(target);
+        let mut early_stopped = false;
+        while times.len() < target {
+            let batch = CHUNK.min(target - times.len());
+            for j in 0..batch {
+                self.events[2 * j]
+                    .record(&self.stream)
+                    .map_err(driver_err("cuEventRecord"))?;
+                op(self, i)?;
+                i += 1;
+                self.events[2 * j + 1]
+                    .record(&self.stream)
+                    .map_err(driver_err("cuEventRecord"))?;
+            }
+            self.sync()?;
+            for j in 0..batch {
+                let ms = self.events[2 * j]
+                    .elapsed_ms(&self.events[2 * j + 1])
+                    .map_err(driver_err("cuEventElapsedTime"))?;
+                times.push(f64::from(ms) / 1e3);
+            }
+            if let Some(best) = best_s
+                && times.len() >= o.min_runs
+                && median(&times) > o.early_stop_ratio * best
+            {
+                early_stopped = true;
+                break;
+            }
+        }
+        if times.iter().any(|t| !(t.is_finite() && *t > 0.0)) {
+            return Err(GpuError::Implausible {
+                what: "timing",
+                reason: format!("CUDA events returned unusable times {times:?}"),
+            });
+        }
+        Ok(Timing {
+            median_s: median(&times),
+            min_s: times.iter().copied().fold(f64::INFINITY, f64::min),
+            max_s: times.iter().copied().fold(0.0, f64::max),
+            runs: times.len(),
+            early_stopped,
+        })
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn a_worker_without_setup_says_so_and_keeps_serving() {
+        let input = b"{\"op\":\"cublas\"}\nnot json\n{\"op\":\"exit\"}\n{\"op\":\"cublas\"}\n";
+        let mut out = Vec::new();
+        serve_worker(&input[..], &mut out).unwrap();
+        let replies: Vec<Reply> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        // Two replies: the exit request ends the loop before the last line.
+        assert_eq!(replies.len(), 2, "{replies:?}");
+        for r in replies {
+            assert!(matches!(r, Reply::Error { .. }), "{r:?}");
+        }
+    }
+}
