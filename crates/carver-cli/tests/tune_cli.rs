@@ -10,8 +10,14 @@ use assert_cmd::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
+/// The carver binary under test (`CARVER_TEST_BIN` overrides it, for running this test binary
+/// on a GPU machine without cargo).
+fn carver_bin() -> String {
+    std::env::var("CARVER_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_carver").to_string())
+}
+
 fn carver(cache: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_carver"));
+    let mut cmd = Command::new(carver_bin());
     cmd.env_remove("CARVER_HARDWARE_DB")
         .env_remove("CARVER_CACHE_DIR")
         .arg("--cache-dir")
@@ -221,4 +227,115 @@ fn on_a_hopper_gpu_tuning_finds_a_correct_winner_and_stores_it() {
     let b: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(b["config_source"], "database");
     assert!(b["measured_time_us"].as_f64().unwrap() > 0.0);
+}
+
+/// A candidate that faults and one that hangs are recorded as failures, their workers replaced,
+/// and the run goes on to time the next candidate. The two bad kernels are planted in the
+/// kernel cache under the keys of two legal configurations, so the real loop picks them up.
+#[cfg(feature = "gpu")]
+#[test]
+fn on_a_hopper_gpu_a_faulting_or_hanging_candidate_does_not_end_the_run() {
+    use carver::target::Sm90Params;
+    use carver::{DType, Layout};
+    use carver_gpu::sm90::{CompiledKernel, KernelCache, PtxasReport, compile_source};
+    use carver_gpu::tune::{Candidate, GemmProblem, TimingOptions, TuneJob, tune};
+
+    let cache = TempDir::new().unwrap();
+    match gpu_capability(cache.path()) {
+        None => {
+            eprintln!("skipped: no GPU here");
+            return;
+        }
+        Some(cc) if !is_hopper(&cc) => {
+            eprintln!("skipped: the GPU is compute capability {cc}, cuda-sm90 needs 9.0");
+            return;
+        }
+        Some(_) => {}
+    }
+    let kernels = KernelCache::new(cache.path()).unwrap();
+    let problem = GemmProblem {
+        m: 512,
+        n: 512,
+        k: 512,
+        input: DType::Bf16,
+        output: DType::Bf16,
+        layout_b: Layout::Row,
+    };
+    let spec = |stages: u32| {
+        problem.spec(Sm90Params {
+            block_m: 128,
+            block_n: 128,
+            block_k: 64,
+            stages,
+            consumers: 1,
+            group_m: 1,
+            cluster_m: 1,
+            persistent: false,
+        })
+    };
+    let (trap, hang, good) = (spec(3), spec(4), spec(5));
+    for (s, body) in [
+        (trap, "asm volatile(\"trap;\");"),
+        (hang, "for (;;) { asm volatile(\"nanosleep.u32 1000;\"); }"),
+    ] {
+        let source = format!(
+            "struct __align__(64) TmaMap {{ unsigned long long w[16]; }};\n\
+             extern \"C\" __global__ void carver_sm90_gemm(const __grid_constant__ TmaMap a, \
+             const __grid_constant__ TmaMap b, unsigned short* c, int m, int n, int k) {{ {body} }}\n"
+        );
+        let (cubin, log) = compile_source(&source, "planted").unwrap();
+        let mut k = CompiledKernel {
+            spec: s,
+            cubin,
+            report: PtxasReport::default(),
+            log,
+            compile_s: 0.0,
+            from_cache: false,
+            path: None,
+        };
+        kernels.store(&mut k).unwrap();
+    }
+    let job = TuneJob {
+        problem,
+        candidates: [trap, hang, good]
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| Candidate {
+                spec,
+                model_rank: i as u32 + 1,
+                predicted_s: 1e-5,
+            })
+            .collect(),
+        device: 0,
+        cache: &kernels,
+        timing: TimingOptions::default(),
+        watchdog: std::time::Duration::from_secs(8),
+        compile_threads: 2,
+    };
+    let bin = carver_bin();
+    let worker = || {
+        let mut c = std::process::Command::new(&bin);
+        c.args(["tune", "--worker"]);
+        c
+    };
+    let outcome = tune(&job, &worker, &|_| {}).unwrap();
+    let c = &outcome.candidates;
+    eprintln!("trap: {:?}", c[0].failure);
+    eprintln!("hang: {:?}", c[1].failure);
+    assert!(c[0].measured.is_none());
+    assert!(
+        c[0].failure.as_ref().unwrap().contains("context"),
+        "{:?}",
+        c[0].failure
+    );
+    assert!(c[1].measured.is_none());
+    assert!(
+        c[1].failure.as_ref().unwrap().contains("no answer within"),
+        "{:?}",
+        c[1].failure
+    );
+    assert!(c[2].failure.is_none(), "{:?}", c[2].failure);
+    assert!(c[2].measured.as_ref().unwrap().rel_error < 1e-2);
+    assert_eq!(outcome.winner, Some(2));
+    assert_eq!(outcome.worker_restarts, 2);
 }

@@ -160,6 +160,15 @@ pub fn compile_kernel(spec: &KernelSpec) -> Result<CompiledKernel, GpuError> {
     Ok(compiled)
 }
 
+/// Compiles any CUDA source for sm_90a to a cubin with the family's options, returning the cubin
+/// and NVRTC's log (for tools and tests that need a kernel of their own).
+pub fn compile_source(source: &str, label: &str) -> Result<(Vec<u8>, String), GpuError> {
+    ensure_nvrtc()?;
+    guarded("libnvrtc", "nvrtcCompileProgram", || {
+        nvrtc_cubin(source, label)
+    })
+}
+
 fn reject_spills(k: &CompiledKernel) -> Result<(), GpuError> {
     if k.report.spills() {
         return Err(GpuError::Spills {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use compile::{
     CompileEvent, CompiledKernel, KernelCache, PtxasReport, compile_all, compile_kernel,
-    nvrtc_version,
+    compile_source, nvrtc_version,
 };
 pub use launch::{LoadedKernel, TmaMap, encode_tma_maps};
 
