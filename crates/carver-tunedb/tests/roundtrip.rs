@@ -51,7 +51,8 @@ fn candidate() -> impl Strategy<Value = MeasuredCandidate> {
         1u32..64,
         0.0f64..10.0,
         prop::option::of(time()),
-        prop::option::of("[ -~]{1,20}"),
+        // A reason says something: printable text that is not only spaces.
+        prop::option::of("[!-~][ -~]{0,19}"),
     )
         .prop_map(
             |(config, model_rank, predicted_time_s, measured, failure)| {
