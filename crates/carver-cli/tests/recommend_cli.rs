@@ -321,33 +321,18 @@ fn a_reader_that_stops_early_ends_carver_quietly() {
 /// problem and GPU kind, and not for another problem.
 #[test]
 fn a_measured_winner_is_reported_next_to_the_ranking() {
-    use carver_schema::{DeviceKey, MeasuredCandidate, TuneKey, TuneProblem, TuneRecord};
+    use carver_schema::{MeasuredCandidate, TuneRecord};
     let cache = tempfile::tempdir().unwrap();
     let winner = serde_json::json!({"kwargs": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 32,
         "GROUP_SIZE_M": 8, "SPLIT_K": 1}, "num_warps": 8, "num_stages": 5});
+    // An H100 f16 Triton result for M = N = K = 4096 (sample keys have M = 128 + n).
+    let key = carver_tunedb::test_support::sample_key(4096 - 128);
+    assert_eq!(
+        (key.problem.m, key.problem.n, key.problem.k),
+        (4096, 4096, 4096)
+    );
     let record = TuneRecord {
-        key: TuneKey {
-            device: DeviceKey {
-                name: "NVIDIA H100 80GB HBM3".into(),
-                uuid: "GPU-00000000-0000-0000-0000-000000000000".into(),
-                driver_version: "580.159.04".into(),
-            },
-            carver_version: "0.1.0".into(),
-            target: "triton".into(),
-            kernel_hash: "test".into(),
-            problem: TuneProblem {
-                m: 4096,
-                n: 4096,
-                k: 4096,
-                batch: 1,
-                dtype_a: "f16".into(),
-                dtype_b: "f16".into(),
-                dtype_c: "f16".into(),
-                dtype_acc: "f32".into(),
-                layout_a: "row".into(),
-                layout_b: "row".into(),
-            },
-        },
+        key,
         winner: winner.clone(),
         candidates: vec![MeasuredCandidate {
             config: winner.clone(),
