@@ -6,23 +6,10 @@
 use std::path::Path;
 use std::process::Output;
 
-use assert_cmd::Command;
 use tempfile::TempDir;
 
-/// `carver --cache-dir <fresh dir> ARGS` with the environment's CARVER_* settings removed.
-fn carver(cache: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_carver"));
-    cmd.env_remove("CARVER_HARDWARE_DB")
-        .env_remove("CARVER_CACHE_DIR")
-        .arg("--cache-dir")
-        .arg(cache)
-        .args(args);
-    cmd
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{carver, text};
 
 /// Checks a run that must fail cleanly: non-zero exit, the offline hint, no panic, nothing on
 /// stdout, and no calibration written.

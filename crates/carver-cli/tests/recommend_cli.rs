@@ -5,10 +5,26 @@ use std::io::Write;
 use assert_cmd::Command;
 use predicates::prelude::*;
 
+/// Cache directory of these tests: `recommend` only reads it, so one shared path suffices.
+fn cache_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join("carver-recommend-cli-tests")
+}
+
+/// `recommend` for every dev shape as Triton JSON (the `--shapes` path follows).
+const DEV_SHAPES_TRITON_JSON: [&str; 8] = [
+    "recommend",
+    "--arch",
+    "h100",
+    "--target",
+    "triton",
+    "--format",
+    "json",
+    "--shapes",
+];
+
 fn carver() -> Command {
     let mut cmd = Command::cargo_bin("carver").unwrap();
-    let cache = std::env::temp_dir().join("carver-recommend-cli-tests");
-    cmd.arg("--cache-dir").arg(cache);
+    cmd.arg("--cache-dir").arg(cache_dir());
     cmd.env_remove("CARVER_HARDWARE_DB")
         .env_remove("CARVER_CACHE_DIR");
     cmd
@@ -150,20 +166,7 @@ fn several_archs_answer_side_by_side() {
 
 #[test]
 fn dev_shapes_file_gets_hints_for_every_shape() {
-    let v = json(
-        carver()
-            .args([
-                "recommend",
-                "--arch",
-                "h100",
-                "--target",
-                "triton",
-                "--format",
-                "json",
-                "--shapes",
-            ])
-            .arg(dev_shapes()),
-    );
+    let v = json(carver().args(DEV_SHAPES_TRITON_JSON).arg(dev_shapes()));
     let results = v["results"].as_array().unwrap();
     assert_eq!(results.len(), 22);
     for r in results {
@@ -292,18 +295,9 @@ fn a_reader_that_stops_early_ends_carver_quietly() {
     use std::io::Read;
     use std::process::{Command as Std, Stdio};
     let mut child = Std::new(assert_cmd::cargo::cargo_bin("carver"))
-        .args(["--cache-dir"])
-        .arg(std::env::temp_dir().join("carver-recommend-cli-tests"))
-        .args([
-            "recommend",
-            "--arch",
-            "h100",
-            "--target",
-            "triton",
-            "--format",
-            "json",
-            "--shapes",
-        ])
+        .arg("--cache-dir")
+        .arg(cache_dir())
+        .args(DEV_SHAPES_TRITON_JSON)
         .arg(dev_shapes())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -6,29 +6,11 @@
 use std::path::Path;
 use std::process::Output;
 
-use assert_cmd::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
-/// The carver binary under test (`CARVER_TEST_BIN` overrides it, for running this test binary
-/// on a GPU machine without cargo).
-fn carver_bin() -> String {
-    std::env::var("CARVER_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_carver").to_string())
-}
-
-fn carver(cache: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(carver_bin());
-    cmd.env_remove("CARVER_HARDWARE_DB")
-        .env_remove("CARVER_CACHE_DIR")
-        .arg("--cache-dir")
-        .arg(cache)
-        .args(args);
-    cmd
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{carver, carver_bin, text};
 
 fn assert_no_panic(output: &Output, what: &str) {
     let stderr = text(&output.stderr);
@@ -50,6 +32,21 @@ fn gpu_capability(cache: &Path) -> Option<String> {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     })
+}
+
+/// Whether this machine has a Hopper GPU; says why the test skips when not.
+fn hopper_or_skip(cache: &Path) -> bool {
+    match gpu_capability(cache) {
+        None => {
+            eprintln!("skipped: no GPU here");
+            false
+        }
+        Some(cc) if !is_hopper(&cc) => {
+            eprintln!("skipped: the GPU is compute capability {cc}, cuda-sm90 needs 9.0");
+            false
+        }
+        Some(_) => true,
+    }
 }
 
 fn is_hopper(cc: &str) -> bool {
@@ -173,16 +170,8 @@ fn tune_json(cache: &Path, args: &[&str]) -> Value {
 #[test]
 fn on_a_hopper_gpu_tuning_finds_a_correct_winner_and_stores_it() {
     let cache = TempDir::new().unwrap();
-    match gpu_capability(cache.path()) {
-        None => {
-            eprintln!("skipped: no GPU here");
-            return;
-        }
-        Some(cc) if !is_hopper(&cc) => {
-            eprintln!("skipped: the GPU is compute capability {cc}, cuda-sm90 needs 9.0");
-            return;
-        }
-        Some(_) => {}
+    if !hopper_or_skip(cache.path()) {
+        return;
     }
     // Sizes that are not multiples of any tile, both B layouts.
     for (m, n, k, layout) in [("1000", "1000", "1000", "rr"), ("777", "1232", "304", "rc")] {
@@ -241,16 +230,8 @@ fn on_a_hopper_gpu_a_faulting_or_hanging_candidate_does_not_end_the_run() {
     use carver_gpu::tune::{Candidate, GemmProblem, TimingOptions, TuneJob, tune};
 
     let cache = TempDir::new().unwrap();
-    match gpu_capability(cache.path()) {
-        None => {
-            eprintln!("skipped: no GPU here");
-            return;
-        }
-        Some(cc) if !is_hopper(&cc) => {
-            eprintln!("skipped: the GPU is compute capability {cc}, cuda-sm90 needs 9.0");
-            return;
-        }
-        Some(_) => {}
+    if !hopper_or_skip(cache.path()) {
+        return;
     }
     let kernels = KernelCache::new(cache.path()).unwrap();
     let problem = GemmProblem {
