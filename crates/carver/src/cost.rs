@@ -81,9 +81,29 @@ pub fn blocks_per_sm(config: &TileConfig, res: Resources, arch: &Arch) -> u32 {
 fn geometry(p: &Problem, c: &TileConfig, res: Resources, arch: &Arch) -> Geometry {
     let tiles_m = p.m.div_ceil(u64::from(c.block_m));
     let tiles_n = p.n.div_ceil(u64::from(c.block_n));
-    let tiles = tiles_m * tiles_n * p.batch;
-    let k_tiles = p.k.div_ceil(u64::from(c.block_k));
-    let iters = k_tiles.div_ceil(u64::from(c.split_k));
+    let iters =
+        p.k.div_ceil(u64::from(c.block_k))
+            .div_ceil(u64::from(c.split_k));
+    geometry_of(
+        c,
+        res,
+        arch,
+        tiles_m,
+        tiles_n,
+        tiles_m * tiles_n * p.batch,
+        iters,
+    )
+}
+
+fn geometry_of(
+    c: &TileConfig,
+    res: Resources,
+    arch: &Arch,
+    tiles_m: u64,
+    tiles_n: u64,
+    tiles: u64,
+    iters: u64,
+) -> Geometry {
     let blocks_per_sm = blocks_per_sm(c, res, arch);
     let grid = if c.persistent {
         (u64::from(arch.sm.count) * u64::from(blocks_per_sm)).min(tiles)
@@ -152,7 +172,14 @@ fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -
     } else {
         waves_sum(&rows)
     };
-    // DRAM delivers whole lines: a tile row shorter than a line wastes the rest of it.
+    let (a_line, b_line) = line_efficiencies(p, c, arch);
+    batch * (a_panel * a_reads / a_line + b_panel * b_reads / b_line)
+}
+
+/// Useful fraction of each DRAM line an A and a B tile row fetch: DRAM delivers whole lines, and
+/// a tile row shorter than a line wastes the rest of it.
+fn line_efficiencies(p: &Problem, c: &TileConfig, arch: &Arch) -> (f64, f64) {
+    let e = f64::from(p.in_bytes());
     let line = f64::from(arch.memory.line_bytes);
     let efficiency = |row_elems: u32| (f64::from(row_elems) * e / line).min(1.0);
     let a_row = match p.layout_a {
@@ -163,7 +190,17 @@ fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -
         Layout::Row => c.block_n,
         Layout::Col => c.block_k,
     };
-    batch * (a_panel * a_reads / efficiency(a_row) + b_panel * b_reads / efficiency(b_row))
+    (efficiency(a_row), efficiency(b_row))
+}
+
+/// The fewest bytes of A and B any launch order can pull from DRAM: every panel once.
+fn mainloop_dram_floor(p: &Problem, c: &TileConfig, t: &StructureTerms, arch: &Arch) -> f64 {
+    let e = f64::from(p.in_bytes());
+    let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
+    let a_panel = f64::from(c.block_m).min(m) * k * e;
+    let b_panel = f64::from(c.block_n).min(n) * k * e;
+    let (a_line, b_line) = line_efficiencies(p, c, arch);
+    p.batch as f64 * (a_panel * t.tiles_m as f64 / a_line + b_panel * t.tiles_n as f64 / b_line)
 }
 
 /// Fraction of the arch's dense peak a block's tensor instructions reach.
@@ -181,6 +218,43 @@ fn mma_efficiency(c: &TileConfig, arch: &Arch, resident_warps: u32, has_wgmma: b
         }
         InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => 1.0,
     }
+}
+
+/// The per-structure terms of the model (see [`Pricer::terms`]).
+#[derive(Clone, Copy, Debug)]
+pub struct StructureTerms {
+    tiles_m: u64,
+    tiles_n: u64,
+    /// Output tiles (all batches).
+    tiles: u64,
+    /// Main-loop iterations per block.
+    iters: u64,
+    flops_per_iter: f64,
+    smem_per_iter: f64,
+    /// Tensor rate of one block alone on its SM.
+    single_rate: f64,
+    staged_issue: f64,
+    l2_mainloop: f64,
+    epilogue_bytes_per_block: f64,
+    epilogue_rate: f64,
+    split_k_time: f64,
+    /// Bytes of C the kernel itself writes (none with split-K: the reduction does).
+    c_bytes: f64,
+}
+
+/// What one evaluation of the model produces, before it is dressed as a [`Prediction`].
+struct Evaluation {
+    /// Seconds.
+    time: f64,
+    g: Geometry,
+    /// Per-resource sums over all waves (zero unless the full evaluation ran).
+    totals: IterationTimes,
+    epilogue: f64,
+    split_k_time: f64,
+    overhead: f64,
+    dram_total: f64,
+    l2_mainloop: f64,
+    slots: u64,
 }
 
 /// Per-SM times of one main-loop iteration of every resident block.
@@ -207,7 +281,9 @@ impl IterationTimes {
             + self.l2.powi(p)
             + self.dram.powi(p)
             + self.latency.powi(p);
-        demands.powf(1.0 / f64::from(p)).max(self.single)
+        // The fourth root as two square roots: `powf` dominated the model's run time.
+        const _: () = assert!(OVERLAP_NORM == 4);
+        demands.sqrt().sqrt().max(self.single)
     }
 }
 
@@ -268,176 +344,28 @@ impl<'a> Pricer<'a> {
         })
     }
 
+    /// Predicted time of one configuration in seconds, without the breakdown (`None` when no
+    /// block fits on an SM). The policy prices hundreds of points with this.
+    pub fn time(&self, c: &TileConfig, res: Resources) -> Option<f64> {
+        self.evaluate::<false>(&self.terms(c), c, res)
+            .map(|e| e.time)
+    }
+
     /// Predicts the time of one configuration (`None` when no block fits on an SM).
     pub fn predict(&self, c: &TileConfig, res: Resources) -> Option<Prediction> {
-        let Pricer {
-            p,
-            arch,
-            sms,
-            clock,
-            e,
-            eo,
-            peak,
-            dram_bw,
-            l2_bw,
-            smem_bw_sm,
-            has_wgmma,
-            path,
-            port,
-            split_reduction,
-        } = *self;
-        let g = geometry(p, c, res, arch);
-        if g.blocks_per_sm == 0 {
-            return None;
-        }
-        let (bm, bn, bk) = (
-            f64::from(c.block_m),
-            f64::from(c.block_n),
-            f64::from(c.block_k),
-        );
-
-        // Traffic.
-        let (m, n, k, batch) = (p.m as f64, p.n as f64, p.k as f64, p.batch as f64);
-        let dram_mainloop = mainloop_dram_bytes(p, c, &g, arch);
-        let l2_mainloop = (g.tiles_n as f64 * m * k + g.tiles_m as f64 * k * n) * e * batch;
-        let block_iters = (g.tiles * u64::from(c.split_k) * g.iters) as f64;
-        let l2_per_iter = l2_mainloop / block_iters;
-        let dram_per_iter = dram_mainloop / block_iters;
-        let hit = (1.0 - dram_mainloop / l2_mainloop).clamp(0.0, 1.0);
-        let latency = (hit * L2_HIT_LATENCY_CYCLES + (1.0 - hit) * DRAM_LATENCY_CYCLES) / clock;
-
-        // Shared memory: the fill, then every warp row / column re-reads its operand.
-        // wgmma works on 64-row slabs: every slab re-reads the B tile, and every warpgroup column
-        // re-reads its A slab. mma.sync warps read their own rows and columns.
-        let (a_reads, b_reads) = match c.mma {
-            InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => {
-                (f64::from(c.warps_n), (bm / 64.0).max(1.0))
-            }
-            InstructionFamily::MmaSync => (f64::from(c.warps_n), f64::from(c.warps_m)),
-        };
-        let smem_per_iter = (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e;
-        let flops_per_iter = 2.0 * bm * bn * bk;
-
-        // One stage's operands arrive after the memory latency plus their transfer at the SM's share
-        // of L2 bandwidth (split among the SMs that are busy, at most the SM's own port);
-        // `stages - 1` stages in flight overlap that with the math.
-        let stage_transfer = |blocks: f64| l2_per_iter / (l2_bw / blocks.max(1.0)).min(port);
-        // Element-wise staging: each warp issues its elements' loads, conversions and stores itself.
-        let staged_issue = match path {
-            LoadPath::Registers => {
-                let warps_per_scheduler = c.compute_warps().div_ceil(arch.sm.tensor_cores.max(1));
-                f64::from(staged_elements_per_thread(c) * warps_per_scheduler)
-                    * STAGED_ELEMENT_CYCLES
-                    / clock
-            }
-            LoadPath::CpAsync | LoadPath::Tma => 0.0,
-        };
-
-        // `resident` blocks per SM (per-SM throughput), `blocks` in the whole wave (global bandwidth).
-        let iteration = |resident: f64, blocks: f64| -> IterationTimes {
-            let warps = (resident as u32) * c.compute_warps();
-            let tc_rate = peak / sms * mma_efficiency(c, arch, warps, has_wgmma);
-            let compute = resident * (flops_per_iter / tc_rate + staged_issue);
-            let smem = resident * smem_per_iter / smem_bw_sm;
-            let l2 = blocks * l2_per_iter / l2_bw;
-            let dram = blocks * dram_per_iter / dram_bw;
-            let sync = ITERATION_SYNC_CYCLES / clock;
-            let single_rate = peak / sms * mma_efficiency(c, arch, c.compute_warps(), has_wgmma);
-            let single = (flops_per_iter / single_rate).max(smem / resident) + staged_issue + sync;
-            let arrival = latency + stage_transfer(blocks);
-            let latency = match (path, c.stages) {
-                // Nothing overlaps a block's own loads: it waits for them every iteration.
-                (LoadPath::Registers, _) | (_, 0..=1) => arrival + single,
-                (_, stages) => arrival / f64::from(stages - 1),
-            };
-            IterationTimes {
-                compute,
-                smem,
-                l2,
-                dram,
-                latency,
-                single,
-            }
-        };
-
-        // Epilogue: each block writes its tile (split-K: fp32 partials).
-        let epilogue_bytes_per_block = match (c.split_k > 1, split_reduction) {
-            (false, _) => bm.min(m) * bn.min(n) * eo,
-            (true, _) => bm.min(m) * bn.min(n) * 4.0,
-        };
-        let epilogue_rate = match (c.split_k > 1, split_reduction) {
-            (true, SplitKReduction::AtomicWorkspace) => l2_bw * ATOMIC_L2_FRACTION,
-            _ => dram_bw,
-        };
-        // Launch fill: the first stage's latency is exposed once per block.
-        let fill = latency;
-
-        // Waves: full waves at the configured occupancy, then the tail.
-        let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm);
-        let (full_waves, tail_blocks) = if c.persistent {
-            // A persistent grid walks tiles in rounds; the last round is partial.
-            let rounds = g.tiles.div_ceil(slots.min(g.tiles).max(1));
-            let tail = g.tiles - (rounds - 1) * slots.min(g.tiles);
-            (rounds - 1, tail)
-        } else {
-            (g.grid / slots, g.grid % slots)
-        };
-        let iters = g.iters as f64;
-        let mut totals = IterationTimes {
-            compute: 0.0,
-            smem: 0.0,
-            l2: 0.0,
-            dram: 0.0,
-            latency: 0.0,
-            single: 0.0,
-        };
-        let mut main = 0.0;
-        let mut epilogue = 0.0;
-        let mut add_wave = |resident: f64, blocks: f64, count: f64| {
-            let it = iteration(resident, blocks);
-            // The wave's tiles leave at the global write rate, and no block finishes before its own
-            // tile has gone out through its SM's port.
-            let epi = (blocks * epilogue_bytes_per_block / epilogue_rate)
-                .max(epilogue_bytes_per_block / port);
-            main += count * (iters * it.total() + fill);
-            epilogue += count * epi;
-            totals.compute += count * iters * it.compute;
-            totals.smem += count * iters * it.smem;
-            totals.l2 += count * iters * it.l2;
-            totals.dram += count * iters * it.dram;
-            totals.latency += count * (iters * it.latency.max(it.single) + fill);
-        };
-        if full_waves > 0 {
-            add_wave(f64::from(g.blocks_per_sm), slots as f64, full_waves as f64);
-        }
-        if tail_blocks > 0 {
-            let resident = tail_blocks.div_ceil(u64::from(arch.sm.count)) as f64;
-            add_wave(resident, tail_blocks as f64, 1.0);
-        }
-
-        // Split-K reduction outside the main kernel.
-        let mn = m * n * batch;
-        let split_k_time = if c.split_k > 1 {
-            match split_reduction {
-                // Zero the workspace, then cast it to the output type.
-                SplitKReduction::AtomicWorkspace => {
-                    2.0 * EXTRA_KERNEL_US * 1e-6 + (mn * 4.0 + mn * 4.0 + mn * eo) / dram_bw
-                }
-                // Sum the per-split slices.
-                SplitKReduction::SeparateReduce => {
-                    EXTRA_KERNEL_US * 1e-6 + (f64::from(c.split_k) * mn * 4.0 + mn * eo) / dram_bw
-                }
-            }
-        } else {
-            0.0
-        };
-
-        let overhead = LAUNCH_OVERHEAD_US * 1e-6;
-        let c_bytes = mn * if c.split_k > 1 { 0.0 } else { eo };
-        let dram_total = dram_mainloop + c_bytes;
-        let kernel = (main + epilogue).max(dram_total / dram_bw);
-        let time = overhead + kernel + split_k_time;
-
+        let Evaluation {
+            time,
+            g,
+            totals,
+            epilogue,
+            split_k_time,
+            overhead,
+            dram_total,
+            l2_mainloop,
+            slots,
+        } = self.evaluate::<true>(&self.terms(c), c, res)?;
+        let (p, dram_bw) = (self.p, self.dram_bw);
+        let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
         let bound = {
             let candidates = [
                 (Bound::Compute, totals.compute),
@@ -485,6 +413,272 @@ impl<'a> Pricer<'a> {
                 },
                 padding_efficiency: (m * n * k) / padded,
             },
+        })
+    }
+
+    /// The terms of one tile structure that neither the pipeline depth nor the launch order
+    /// changes: worked out once and shared by every depth and group the policy prices.
+    pub fn terms(&self, c: &TileConfig) -> StructureTerms {
+        let Pricer {
+            p,
+            arch,
+            sms,
+            clock,
+            e,
+            eo,
+            peak,
+            dram_bw,
+            l2_bw,
+            has_wgmma,
+            path,
+            split_reduction,
+            ..
+        } = *self;
+        let (bm, bn, bk) = (
+            f64::from(c.block_m),
+            f64::from(c.block_n),
+            f64::from(c.block_k),
+        );
+        let (m, n, k, batch) = (p.m as f64, p.n as f64, p.k as f64, p.batch as f64);
+        let tiles_m = p.m.div_ceil(u64::from(c.block_m));
+        let tiles_n = p.n.div_ceil(u64::from(c.block_n));
+        let iters =
+            p.k.div_ceil(u64::from(c.block_k))
+                .div_ceil(u64::from(c.split_k));
+
+        // Shared memory: the fill, then every warp row / column re-reads its operand.
+        // wgmma works on 64-row slabs: every slab re-reads the B tile, and every warpgroup column
+        // re-reads its A slab. mma.sync warps read their own rows and columns.
+        let (a_reads, b_reads) = match c.mma {
+            InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => {
+                (f64::from(c.warps_n), (bm / 64.0).max(1.0))
+            }
+            InstructionFamily::MmaSync => (f64::from(c.warps_n), f64::from(c.warps_m)),
+        };
+        // Element-wise staging: each warp issues its elements' loads, conversions and stores itself.
+        let staged_issue = match path {
+            LoadPath::Registers => {
+                let warps_per_scheduler = c.compute_warps().div_ceil(arch.sm.tensor_cores.max(1));
+                f64::from(staged_elements_per_thread(c) * warps_per_scheduler)
+                    * STAGED_ELEMENT_CYCLES
+                    / clock
+            }
+            LoadPath::CpAsync | LoadPath::Tma => 0.0,
+        };
+
+        // Epilogue: each block writes its tile (split-K: fp32 partials).
+        let split = c.split_k > 1;
+        let epilogue_bytes_per_block = bm.min(m) * bn.min(n) * if split { 4.0 } else { eo };
+        let epilogue_rate = match (split, split_reduction) {
+            (true, SplitKReduction::AtomicWorkspace) => l2_bw * ATOMIC_L2_FRACTION,
+            _ => dram_bw,
+        };
+
+        // Split-K reduction outside the main kernel.
+        let mn = m * n * batch;
+        let split_k_time = match (split, split_reduction) {
+            (false, _) => 0.0,
+            // Zero the workspace, then cast it to the output type.
+            (true, SplitKReduction::AtomicWorkspace) => {
+                2.0 * EXTRA_KERNEL_US * 1e-6 + (mn * 4.0 + mn * 4.0 + mn * eo) / dram_bw
+            }
+            // Sum the per-split slices.
+            (true, SplitKReduction::SeparateReduce) => {
+                EXTRA_KERNEL_US * 1e-6 + (f64::from(c.split_k) * mn * 4.0 + mn * eo) / dram_bw
+            }
+        };
+
+        StructureTerms {
+            tiles_m,
+            tiles_n,
+            tiles: tiles_m * tiles_n * p.batch,
+            iters,
+            flops_per_iter: 2.0 * bm * bn * bk,
+            smem_per_iter: (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e,
+            single_rate: peak / sms * mma_efficiency(c, arch, c.compute_warps(), has_wgmma),
+            staged_issue,
+            l2_mainloop: (tiles_n as f64 * m * k + tiles_m as f64 * k * n) * e * batch,
+            epilogue_bytes_per_block,
+            epilogue_rate,
+            split_k_time,
+            c_bytes: if split { 0.0 } else { mn * eo },
+        }
+    }
+
+    /// Predicted time of `c` in seconds, its structure's terms already worked out.
+    pub fn time_with(&self, t: &StructureTerms, c: &TileConfig, res: Resources) -> Option<f64> {
+        self.evaluate::<false>(t, c, res).map(|e| e.time)
+    }
+
+    /// A time no pipeline depth or launch order of this structure can beat: the model's own
+    /// throughput terms summed over all waves (by the triangle inequality the sum of the waves'
+    /// norms is at least the norm of the summed terms), at the best tensor rate, with every
+    /// panel read from DRAM once. The policy skips structures this already rules out.
+    pub fn lower_bound(&self, t: &StructureTerms, c: &TileConfig) -> f64 {
+        let Pricer {
+            p,
+            arch,
+            sms,
+            peak,
+            dram_bw,
+            l2_bw,
+            smem_bw_sm,
+            has_wgmma,
+            ..
+        } = *self;
+        let launched = t.tiles * u64::from(c.split_k);
+        let units = if c.persistent { t.tiles } else { launched };
+        // Blocks the busiest SM runs, whatever the occupancy: ceil(units / SMs).
+        let busiest = units.div_ceil(u64::from(arch.sm.count)) as f64 * t.iters as f64;
+        let best_rate = peak / sms * mma_efficiency(c, arch, arch.sm.tensor_cores, has_wgmma);
+        let compute = busiest * (t.flops_per_iter / best_rate + t.staged_issue);
+        let smem = busiest * t.smem_per_iter / smem_bw_sm;
+        let share = units as f64 / launched as f64;
+        let l2 = share * t.l2_mainloop / l2_bw;
+        let dram_floor = mainloop_dram_floor(p, c, t, arch);
+        let dram = share * dram_floor / dram_bw;
+        let main = (compute.powi(4) + smem.powi(4) + l2.powi(4) + dram.powi(4))
+            .sqrt()
+            .sqrt();
+        LAUNCH_OVERHEAD_US * 1e-6 + t.split_k_time + main.max((dram_floor + t.c_bytes) / dram_bw)
+    }
+
+    /// The model itself. `FULL` also sums the per-resource totals the breakdown reports; the
+    /// policy's time-only pricing skips them.
+    #[inline(always)]
+    fn evaluate<const FULL: bool>(
+        &self,
+        t: &StructureTerms,
+        c: &TileConfig,
+        res: Resources,
+    ) -> Option<Evaluation> {
+        let Pricer {
+            p,
+            arch,
+            sms,
+            clock,
+            peak,
+            dram_bw,
+            l2_bw,
+            smem_bw_sm,
+            has_wgmma,
+            path,
+            port,
+            ..
+        } = *self;
+        let g = geometry_of(c, res, arch, t.tiles_m, t.tiles_n, t.tiles, t.iters);
+        if g.blocks_per_sm == 0 {
+            return None;
+        }
+
+        // Traffic.
+        let dram_mainloop = mainloop_dram_bytes(p, c, &g, arch);
+        let l2_mainloop = t.l2_mainloop;
+        let block_iters = (g.tiles * u64::from(c.split_k) * g.iters) as f64;
+        let l2_per_iter = l2_mainloop / block_iters;
+        let dram_per_iter = dram_mainloop / block_iters;
+        let hit = (1.0 - dram_mainloop / l2_mainloop).clamp(0.0, 1.0);
+        let latency = (hit * L2_HIT_LATENCY_CYCLES + (1.0 - hit) * DRAM_LATENCY_CYCLES) / clock;
+        let (flops_per_iter, smem_per_iter, staged_issue) =
+            (t.flops_per_iter, t.smem_per_iter, t.staged_issue);
+
+        // One stage's operands arrive after the memory latency plus their transfer at the SM's share
+        // of L2 bandwidth (split among the SMs that are busy, at most the SM's own port);
+        // `stages - 1` stages in flight overlap that with the math.
+        let stage_transfer = |blocks: f64| l2_per_iter / (l2_bw / blocks.max(1.0)).min(port);
+        let sync = ITERATION_SYNC_CYCLES / clock;
+
+        // `resident` blocks per SM (per-SM throughput), `blocks` in the whole wave (global bandwidth).
+        let iteration = |resident: f64, blocks: f64| -> IterationTimes {
+            let warps = (resident as u32) * c.compute_warps();
+            let tc_rate = peak / sms * mma_efficiency(c, arch, warps, has_wgmma);
+            let compute = resident * (flops_per_iter / tc_rate + staged_issue);
+            let smem = resident * smem_per_iter / smem_bw_sm;
+            let l2 = blocks * l2_per_iter / l2_bw;
+            let dram = blocks * dram_per_iter / dram_bw;
+            let single =
+                (flops_per_iter / t.single_rate).max(smem / resident) + staged_issue + sync;
+            let arrival = latency + stage_transfer(blocks);
+            let latency = match (path, c.stages) {
+                // Nothing overlaps a block's own loads: it waits for them every iteration.
+                (LoadPath::Registers, _) | (_, 0..=1) => arrival + single,
+                (_, stages) => arrival / f64::from(stages - 1),
+            };
+            IterationTimes {
+                compute,
+                smem,
+                l2,
+                dram,
+                latency,
+                single,
+            }
+        };
+
+        let (epilogue_bytes_per_block, epilogue_rate) =
+            (t.epilogue_bytes_per_block, t.epilogue_rate);
+        // Launch fill: the first stage's latency is exposed once per block.
+        let fill = latency;
+
+        // Waves: full waves at the configured occupancy, then the tail.
+        let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm);
+        let (full_waves, tail_blocks) = if c.persistent {
+            // A persistent grid walks tiles in rounds; the last round is partial.
+            let rounds = g.tiles.div_ceil(slots.min(g.tiles).max(1));
+            let tail = g.tiles - (rounds - 1) * slots.min(g.tiles);
+            (rounds - 1, tail)
+        } else {
+            (g.grid / slots, g.grid % slots)
+        };
+        let iters = g.iters as f64;
+        let mut totals = IterationTimes {
+            compute: 0.0,
+            smem: 0.0,
+            l2: 0.0,
+            dram: 0.0,
+            latency: 0.0,
+            single: 0.0,
+        };
+        let mut main = 0.0;
+        let mut epilogue = 0.0;
+        let mut add_wave = |resident: f64, blocks: f64, count: f64| {
+            let it = iteration(resident, blocks);
+            // The wave's tiles leave at the global write rate, and no block finishes before its own
+            // tile has gone out through its SM's port.
+            let epi = (blocks * epilogue_bytes_per_block / epilogue_rate)
+                .max(epilogue_bytes_per_block / port);
+            main += count * (iters * it.total() + fill);
+            epilogue += count * epi;
+            if FULL {
+                totals.compute += count * iters * it.compute;
+                totals.smem += count * iters * it.smem;
+                totals.l2 += count * iters * it.l2;
+                totals.dram += count * iters * it.dram;
+                totals.latency += count * (iters * it.latency.max(it.single) + fill);
+            }
+        };
+        if full_waves > 0 {
+            add_wave(f64::from(g.blocks_per_sm), slots as f64, full_waves as f64);
+        }
+        if tail_blocks > 0 {
+            let resident = tail_blocks.div_ceil(u64::from(arch.sm.count)) as f64;
+            add_wave(resident, tail_blocks as f64, 1.0);
+        }
+
+        let overhead = LAUNCH_OVERHEAD_US * 1e-6;
+        let dram_total = dram_mainloop + t.c_bytes;
+        let kernel = (main + epilogue).max(dram_total / dram_bw);
+        let time = overhead + kernel + t.split_k_time;
+
+        Some(Evaluation {
+            time,
+            g,
+            totals,
+            epilogue,
+            split_k_time: t.split_k_time,
+            overhead,
+            dram_total,
+            l2_mainloop,
+            slots,
         })
     }
 }

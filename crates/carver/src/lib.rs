@@ -41,25 +41,30 @@ pub fn recommend_hints(
     }
     let problem = template.validate(arch)?;
     let family = template.target.family();
-    let all = policy::candidates(family, &problem, arch);
+    let all = policy::candidates_for_topk(family, &problem, arch, Some(topk));
+    let no_legal = || CarverError::NoLegalConfig {
+        target: template.target.to_string(),
+        arch: arch.key().to_string(),
+        reason: "every configuration of its space breaks a tile rule of the family or exceeds the \
+                 shared memory, registers or threads of this GPU"
+            .into(),
+    };
+    // The policy prices nothing when the arch has no peak for the problem's compute class.
+    let pricer = cost::Pricer::new(family, &problem, arch).ok_or_else(no_legal)?;
     if all.is_empty() {
-        return Err(CarverError::NoLegalConfig {
-            target: template.target.to_string(),
-            arch: arch.key().to_string(),
-            reason:
-                "every configuration of its space breaks a tile rule of the family or exceeds the \
-                     shared memory, registers or threads of this GPU"
-                    .into(),
-        });
+        return Err(no_legal());
     }
-    Ok(rank::select(all, topk)
+    // Only the picks get the full prediction (breakdown, bound); each was priced by the same
+    // model, so it exists.
+    Ok(rank::select(&all, topk)
         .into_iter()
+        .filter_map(|c| Some((pricer.predict(&c.tile, c.res)?, c)))
         .enumerate()
-        .map(|(i, c)| Hint {
+        .map(|(i, (prediction, c))| Hint {
             rank: i + 1,
             config: family.native(&c.tile),
             tile: c.tile,
-            prediction: c.prediction,
+            prediction,
         })
         .collect())
 }

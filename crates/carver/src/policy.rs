@@ -4,25 +4,36 @@
 //! to whole 128-byte rows, no tile larger than the problem needs (a bigger one only adds padding),
 //! a bound on padding waste, split-K only when the tiles cannot fill the SMs, launch-order
 //! groups only when there is more than one tile row, and for every remaining structure the
-//! pipeline depth the cost model prefers. What is left is a few hundred points, each priced.
+//! pipeline depth the cost model prefers. What is left is a few hundred structures; they are
+//! priced best lower bound first, and pricing stops as soon as the next bound shows that nothing
+//! left could be picked by a top-k ranking, which typically leaves a few dozen to price.
 
 use carver_arch::{Arch, InstructionFamily};
 
-use crate::cost::{Pricer, blocks_per_sm, launch_order_matters, launch_order_traffic};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use ordered_float::OrderedFloat;
+
+use crate::cost::{
+    Pricer, StructureTerms, blocks_per_sm, launch_order_matters, launch_order_traffic,
+};
 use crate::dtype::Layout;
-use crate::target::{KernelFamily, check_config};
+use crate::rank::{DIVERSITY_WINDOW, SIMILARITY_PENALTY};
+use crate::target::{KernelFamily, Resources, check_fits};
 use crate::template::Problem;
-use carver_schema::Prediction;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
 /// Largest fraction of a padded tile grid that may be padding (unless no tile does better).
 pub const MAX_PADDING_WASTE: f64 = 0.5;
 
-/// A priced configuration.
-#[derive(Clone, Debug)]
+/// A priced configuration: the policy keeps only its predicted time; the full prediction is
+/// worked out for the few the ranking picks.
+#[derive(Clone, Copy, Debug)]
 pub struct Candidate {
     pub tile: TileConfig,
-    pub prediction: Prediction,
+    pub res: Resources,
+    pub time_us: f64,
 }
 
 /// Block sizes along one dimension of extent `dim`: no size beyond the smallest that covers the
@@ -71,6 +82,18 @@ fn contiguous_sizes(sizes: &[u32], dim: u64, elem_bytes: u32) -> Vec<u32> {
 /// Tiles larger than the problem are pruned first; a family whose smallest legal tile is still
 /// larger than a tiny problem (TileLang needs 128 threads' worth of tile) gets its whole list.
 pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Candidate> {
+    candidates_for_topk(family, p, arch, None)
+}
+
+/// The configurations a ranking of `topk` can pick from: [`candidates`] without the structures
+/// whose lower bound shows they can be neither in the ranking's diversity window nor among the
+/// `topk` fastest. The ranking of what is left is the ranking of the whole list.
+pub fn candidates_for_topk(
+    family: &dyn KernelFamily,
+    p: &Problem,
+    arch: &Arch,
+    topk: Option<usize>,
+) -> Vec<Candidate> {
     let Some(pricer) = Pricer::new(family, p, arch) else {
         return Vec::new();
     };
@@ -85,35 +108,35 @@ pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Ca
         Layout::Row => contiguous_sizes(&bns, p.n, e),
         Layout::Col => useful_sizes(&bns, p.n),
     };
-    let pruned = enumerate(
+    let k_sizes = contiguous_sizes(&bks, p.k, e);
+    let pruned = price(
         &pricer,
         family,
         p,
         arch,
-        &m_sizes,
-        &n_sizes,
-        &contiguous_sizes(&bks, p.k, e),
+        structures(family, p, arch, &m_sizes, &n_sizes, &k_sizes),
+        topk,
     );
     if !pruned.is_empty() {
         return pruned;
     }
-    enumerate(&pricer, family, p, arch, &bms, &bns, &bks)
+    let all = structures(family, p, arch, &bms, &bns, &bks);
+    price(&pricer, family, p, arch, all, topk)
 }
 
-fn enumerate(
-    pricer: &Pricer,
+/// The tile structures (everything but the pipeline depth and the launch order) worth pricing,
+/// legal at the shallowest depth, with their resources there.
+fn structures(
     family: &dyn KernelFamily,
     p: &Problem,
     arch: &Arch,
     bms: &[u32],
     bns: &[u32],
     bks: &[u32],
-) -> Vec<Candidate> {
-    let (stage_lo, stage_hi) = family.stage_range();
+) -> Vec<(TileConfig, Resources)> {
+    let stage_lo = family.stage_range().0;
     let sms = u64::from(arch.sm.count);
-    let order_matters = launch_order_matters(p, arch);
     let mut out = Vec::new();
-
     for &bm in bms {
         let tiles_m = p.m.div_ceil(u64::from(bm));
         for &bn in bns {
@@ -134,45 +157,28 @@ fn enumerate(
                         if split > 1 && (tiles >= 2 * sms || k_tiles < 2 * u64::from(split)) {
                             continue;
                         }
-                        let plain = TileConfig {
-                            block_m: bm,
-                            block_n: bn,
-                            block_k: bk,
-                            warps_m: layout.warps_m,
-                            warps_n: layout.warps_n,
-                            producer_warps: layout.producer_warps,
-                            stages: stage_lo,
-                            raster: Raster {
-                                order: RasterOrder::GroupedRows,
-                                group: family.groups()[0],
-                            },
-                            split_k: split,
-                            cluster_m: 1,
-                            cluster_n: 1,
-                            persistent: false,
-                            mma: layout.mma,
-                        };
-                        // The launch order only changes DRAM traffic: take the group that moves
-                        // the fewest bytes (the smallest among equals), and none when A and B
-                        // fit in the L2 anyway.
-                        let raster = if order_matters {
-                            choose_group(family, p, arch, plain)
-                        } else {
-                            plain.raster
-                        };
                         for &(cluster_m, cluster_n) in family.clusters() {
                             for &persistent in family.persistence() {
-                                let base = TileConfig {
-                                    raster,
+                                let tile = TileConfig {
+                                    block_m: bm,
+                                    block_n: bn,
+                                    block_k: bk,
+                                    warps_m: layout.warps_m,
+                                    warps_n: layout.warps_n,
+                                    producer_warps: layout.producer_warps,
+                                    stages: stage_lo,
+                                    raster: Raster {
+                                        order: RasterOrder::GroupedRows,
+                                        group: family.groups()[0],
+                                    },
+                                    split_k: split,
                                     cluster_m,
                                     cluster_n,
                                     persistent,
-                                    ..plain
+                                    mma: layout.mma,
                                 };
-                                if let Some(best) =
-                                    best_stages(pricer, family, p, arch, base, stage_lo, stage_hi)
-                                {
-                                    out.push(best);
+                                if let Some(res) = legal_at_shallowest(family, &tile, p, arch) {
+                                    out.push((tile, res));
                                 }
                             }
                         }
@@ -182,6 +188,99 @@ fn enumerate(
         }
     }
     out
+}
+
+/// Prices structures best bound first, choosing each one's launch order and pipeline depth, and
+/// stops once the bound of the next structure rules out everything left (with `topk`).
+fn price(
+    pricer: &Pricer,
+    family: &dyn KernelFamily,
+    p: &Problem,
+    arch: &Arch,
+    structures: Vec<(TileConfig, Resources)>,
+    topk: Option<usize>,
+) -> Vec<Candidate> {
+    let order_matters = launch_order_matters(p, arch) && family.groups().len() > 1;
+    let terms: Vec<StructureTerms> = structures.iter().map(|(t, _)| pricer.terms(t)).collect();
+    // Best bound first, popped lazily: most structures are never reached. Without `topk`
+    // nothing is pruned and the order does not matter.
+    let mut order: BinaryHeap<Reverse<(OrderedFloat<f64>, usize)>> = (0..structures.len())
+        .map(|i| {
+            let bound = match topk {
+                Some(_) => pricer.lower_bound(&terms[i], &structures[i].0) * 1e6,
+                None => 0.0,
+            };
+            Reverse((OrderedFloat(bound), i))
+        })
+        .collect();
+    let mut fastest = Fastest::new(topk);
+    let mut out = Vec::new();
+    while let Some(Reverse((OrderedFloat(bound), i))) = order.pop() {
+        let ((plain, res_lo), terms) = (structures[i], &terms[i]);
+        // Rounding in the bound's different order of sums must not prune a tie.
+        if bound * (1.0 - 1e-9) > fastest.threshold() {
+            break;
+        }
+        // The launch order only changes DRAM traffic: take the group that moves the fewest
+        // bytes (the smallest among equals), and none when A and B fit in the L2 anyway or
+        // there is a single tile row.
+        let base = if order_matters && u64::from(plain.block_m) < p.m {
+            TileConfig {
+                raster: choose_group(family, p, arch, plain),
+                ..plain
+            }
+        } else {
+            plain
+        };
+        if let Some(best) = best_stages(pricer, terms, family, p, arch, base, res_lo) {
+            fastest.push(best.time_us);
+            out.push(best);
+        }
+    }
+    out
+}
+
+/// The predicted times a ranking of `k` depends on: the fastest, and the k-th fastest.
+struct Fastest {
+    k: usize,
+    /// The k smallest times so far (all of them without `k`), a max-heap.
+    times: BinaryHeap<OrderedFloat<f64>>,
+    best: f64,
+}
+
+impl Fastest {
+    fn new(k: Option<usize>) -> Self {
+        Self {
+            k: k.unwrap_or(0),
+            times: BinaryHeap::new(),
+            best: f64::INFINITY,
+        }
+    }
+
+    fn push(&mut self, time: f64) {
+        self.best = self.best.min(time);
+        if self.k == 0 {
+            return;
+        }
+        self.times.push(OrderedFloat(time));
+        if self.times.len() > self.k {
+            self.times.pop();
+        }
+    }
+
+    /// No candidate slower than this can be picked. Either it is past the diversity window of
+    /// the best so far and behind `k` faster ones, or `k` candidates are faster even with the
+    /// largest similarity penalty, so one of them beats it at every pick. Infinite until `k`
+    /// are known, and without `k`.
+    fn threshold(&self) -> f64 {
+        if self.k == 0 || self.times.len() < self.k {
+            return f64::INFINITY;
+        }
+        let kth = self.times.peek().map_or(f64::INFINITY, |t| t.0);
+        let outside_window = kth.max(self.best * (1.0 + DIVERSITY_WINDOW));
+        let outpenalized = kth * (1.0 + SIMILARITY_PENALTY);
+        outside_window.min(outpenalized)
+    }
 }
 
 /// The launch order (of the family's groups) whose main loop moves the fewest DRAM bytes.
@@ -203,31 +302,37 @@ fn choose_group(family: &dyn KernelFamily, p: &Problem, arch: &Arch, plain: Tile
     best.1
 }
 
+/// Resources of `tile` (at the family's shallowest depth) when it is legal there.
+fn legal_at_shallowest(
+    family: &dyn KernelFamily,
+    tile: &TileConfig,
+    p: &Problem,
+    arch: &Arch,
+) -> Option<Resources> {
+    let res = family.resources(tile, p);
+    // A cheap numeric fit test first: the full check explains failures in words.
+    let fits = res.smem_bytes <= arch.shared_memory.per_block_optin_bytes
+        && res.registers_per_thread <= arch.registers.per_thread_max
+        && res.registers_per_thread * tile.threads() <= arch.registers.per_block
+        && tile.threads() <= arch.sm.max_threads_per_block;
+    (fits && family.check_rules(tile, p, arch).is_ok() && check_fits(tile, res, arch).is_ok())
+        .then_some(res)
+}
+
 /// The pipeline depth the model prefers for one structure.
 ///
 /// Legality is checked once at the shallowest depth; deeper pipelines differ only in shared
 /// memory, which grows by a fixed amount per stage, so the deepest legal one is arithmetic.
 fn best_stages(
     pricer: &Pricer,
+    terms: &StructureTerms,
     family: &dyn KernelFamily,
     p: &Problem,
     arch: &Arch,
     base: TileConfig,
-    lo: u32,
-    hi: u32,
+    res_lo: Resources,
 ) -> Option<Candidate> {
-    let shallow = TileConfig { stages: lo, ..base };
-    // A cheap numeric fit test first: the full check explains failures in words.
-    let fits = |res: crate::target::Resources| {
-        res.smem_bytes <= arch.shared_memory.per_block_optin_bytes
-            && res.registers_per_thread <= arch.registers.per_thread_max
-            && res.registers_per_thread * shallow.threads() <= arch.registers.per_block
-            && shallow.threads() <= arch.sm.max_threads_per_block
-    };
-    if !fits(family.resources(&shallow, p)) {
-        return None;
-    }
-    let res_lo = check_config(family, &shallow, p, arch).ok()?;
+    let (lo, hi) = family.stage_range();
     let res_next = family.resources(
         &TileConfig {
             stages: lo + 1,
@@ -240,34 +345,38 @@ fn best_stages(
     let deepest = room
         .checked_div(per_stage)
         .map_or(hi, |extra| hi.min(lo + extra as u32));
-    let mut best: Option<Candidate> = None;
+    let mut best: Option<(Candidate, u32)> = None;
     // Occupancy only falls as the pipeline deepens, and at equal occupancy a deeper pipeline
     // is never predicted slower: price only the deepest depth of each occupancy level.
     let mut priced_occupancy = 0;
     for stages in (lo..=deepest).rev() {
         let tile = TileConfig { stages, ..base };
-        let res = family.resources(&tile, p);
+        let res = match stages {
+            s if s == lo => res_lo,
+            s if s == lo + 1 => res_next,
+            _ => family.resources(&tile, p),
+        };
         let occupancy = blocks_per_sm(&tile, res, arch);
         if occupancy <= priced_occupancy {
             continue;
         }
         priced_occupancy = occupancy;
-        let Some(prediction) = pricer.predict(&tile, res) else {
+        let Some(time) = pricer.time_with(terms, &tile, res) else {
             continue;
         };
+        let time_us = time * 1e6;
         // Among depths within 1% of each other, prefer more resident blocks, then the deeper
         // pipeline: stages that cost no occupancy absorb the latency spread the mean hides.
         let better = match &best {
             None => true,
-            Some(b) => {
-                let (t, bt) = (prediction.time_us, b.prediction.time_us);
-                t < bt * 0.99
-                    || (t <= bt * 1.01 && prediction.blocks_per_sm >= b.prediction.blocks_per_sm)
+            Some((b, b_occupancy)) => {
+                let bt = b.time_us;
+                time_us < bt * 0.99 || (time_us <= bt * 1.01 && occupancy >= *b_occupancy)
             }
         };
         if better {
-            best = Some(Candidate { tile, prediction });
+            best = Some((Candidate { tile, res, time_us }, occupancy));
         }
     }
-    best
+    best.map(|(c, _)| c)
 }

@@ -15,9 +15,8 @@ pub const SIMILARITY_PENALTY: f64 = 0.15;
 
 /// Total order on candidates: predicted time, then the configuration itself (deterministic).
 pub fn by_time(a: &Candidate, b: &Candidate) -> Ordering {
-    a.prediction
-        .time_us
-        .total_cmp(&b.prediction.time_us)
+    a.time_us
+        .total_cmp(&b.time_us)
         .then_with(|| key(a).cmp(&key(b)))
 }
 
@@ -54,22 +53,33 @@ fn similarity(a: &Candidate, b: &Candidate) -> f64 {
 
 /// Sorts candidates and picks `topk` of them: best first, then diverse near-best ones.
 ///
-/// Works on indices: candidates are large, and only the few near the best are ever compared.
-pub fn select(all: Vec<Candidate>, topk: usize) -> Vec<Candidate> {
-    let mut order: Vec<usize> = (0..all.len()).collect();
-    order.sort_unstable_by(|&a, &b| by_time(&all[a], &all[b]));
-    order.dedup_by(|a, b| key(&all[*a]) == key(&all[*b]));
+/// Works on indices: only the few candidates near the best are ever compared.
+pub fn select(all: &[Candidate], topk: usize) -> Vec<Candidate> {
+    // Sort compact (time, key, index) entries: comparing through the candidates is slower.
+    let mut entries: Vec<(f64, [u32; 10], usize)> = all
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.time_us, key(c), i))
+        .collect();
+    entries.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    entries.dedup_by(|a, b| a.1 == b.1);
+    let order: Vec<usize> = entries.into_iter().map(|e| e.2).collect();
     let Some(&first) = order.first() else {
         return Vec::new();
     };
-    let best = all[first].prediction.time_us;
+    let best = all[first].time_us;
     // Past the window only the fastest remaining are taken, in order.
     let window = order
         .iter()
-        .position(|&i| all[i].prediction.time_us > best * (1.0 + DIVERSITY_WINDOW))
+        .position(|&i| all[i].time_us > best * (1.0 + DIVERSITY_WINDOW))
         .unwrap_or(order.len());
     let mut picked: Vec<usize> = vec![first];
-    let mut open: Vec<usize> = order[1..window.max(1)].to_vec();
+    // Each open candidate with its similarity to the closest pick so far, kept up to date as
+    // picks are made (one comparison per open candidate and pick).
+    let mut open: Vec<(usize, f64)> = order[1..window.max(1)]
+        .iter()
+        .map(|&i| (i, similarity(&all[first], &all[i])))
+        .collect();
     let mut beyond = order[window.max(1)..].iter();
     while picked.len() < topk {
         if open.is_empty() {
@@ -82,20 +92,16 @@ pub fn select(all: Vec<Candidate>, topk: usize) -> Vec<Candidate> {
         let (slot, _) = open
             .iter()
             .enumerate()
-            .map(|(slot, &i)| {
-                let closest = picked
-                    .iter()
-                    .map(|&p| similarity(&all[p], &all[i]))
-                    .fold(0.0, f64::max);
-                (
-                    slot,
-                    all[i].prediction.time_us * (1.0 + SIMILARITY_PENALTY * closest),
-                )
+            .map(|(slot, &(i, closest))| {
+                (slot, all[i].time_us * (1.0 + SIMILARITY_PENALTY * closest))
             })
             .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
             .expect("open is not empty");
-        picked.push(open.remove(slot));
+        let (new, _) = open.remove(slot);
+        picked.push(new);
+        for (i, closest) in &mut open {
+            *closest = closest.max(similarity(&all[new], &all[*i]));
+        }
     }
-    let mut slots: Vec<Option<Candidate>> = all.into_iter().map(Some).collect();
-    picked.into_iter().filter_map(|i| slots[i].take()).collect()
+    picked.into_iter().map(|i| all[i]).collect()
 }

@@ -131,4 +131,41 @@ proptest! {
         let back: Vec<carver::Hint> = serde_json::from_str(&text).unwrap();
         prop_assert_eq!(back, hints);
     }
+
+    /// Pricing only what a top-k ranking can pick (best bound first, stopping at the threshold)
+    /// ranks exactly as pricing the whole space does, for any k.
+    #[test]
+    fn pruned_pricing_ranks_as_the_whole_space(m in dim(), n in dim(), k in dim(), t in target(),
+                                                key in arch_key(), topk in 1usize..=16,
+                                                b_col in any::<bool>()) {
+        let db = db();
+        let arch = db.get(key).unwrap();
+        let tpl = template(m, n, k, t, DType::F16, b_col);
+        let Ok(problem) = tpl.validate(arch) else { return Ok(()) };
+        let family = t.family();
+        let all = carver::policy::candidates(family, &problem, arch);
+        let pruned = carver::policy::candidates_for_topk(family, &problem, arch, Some(topk));
+        prop_assert!(pruned.len() <= all.len());
+        let tiles = |c: &[carver::policy::Candidate]| {
+            carver::rank::select(c, topk).iter().map(|c| (c.tile, c.time_us)).collect::<Vec<_>>()
+        };
+        prop_assert_eq!(tiles(&pruned), tiles(&all));
+    }
+
+    /// The bound the policy prunes with never exceeds the time the model predicts for any
+    /// pipeline depth or launch order of the structure.
+    #[test]
+    fn lower_bound_is_below_every_priced_time(m in dim(), n in dim(), k in dim(), t in target(),
+                                               key in arch_key()) {
+        let db = db();
+        let arch = db.get(key).unwrap();
+        let tpl = template(m, n, k, t, DType::Bf16, false);
+        let Ok(problem) = tpl.validate(arch) else { return Ok(()) };
+        let family = t.family();
+        let Some(pricer) = carver::cost::Pricer::new(family, &problem, arch) else { return Ok(()) };
+        for c in carver::policy::candidates(family, &problem, arch) {
+            let bound = pricer.lower_bound(&pricer.terms(&c.tile), &c.tile) * 1e6;
+            prop_assert!(bound <= c.time_us * (1.0 + 1e-9), "{:?}: bound {} > {}", c.tile, bound, c.time_us);
+        }
+    }
 }

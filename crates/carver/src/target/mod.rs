@@ -229,16 +229,16 @@ pub(crate) fn pick_mma(
     problem: &Problem,
     wgmma_possible: bool,
 ) -> Option<InstructionFamily> {
-    let families: Vec<InstructionFamily> = arch
-        .instructions_for(problem.class)
-        .map(|i| i.family)
-        .collect();
-    if wgmma_possible && families.contains(&InstructionFamily::Wgmma) {
+    // Called for every tile the policy enumerates: scan the arch's list without collecting it.
+    let has = |f: InstructionFamily| arch.instructions_for(problem.class).any(|i| i.family == f);
+    if wgmma_possible && has(InstructionFamily::Wgmma) {
         Some(InstructionFamily::Wgmma)
-    } else if families.contains(&InstructionFamily::MmaSync) {
+    } else if has(InstructionFamily::MmaSync) {
         Some(InstructionFamily::MmaSync)
     } else {
-        families.first().copied()
+        arch.instructions_for(problem.class)
+            .next()
+            .map(|i| i.family)
     }
 }
 
