@@ -10,7 +10,6 @@
 
 use carver_arch::{Arch, InstructionFamily};
 
-use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use ordered_float::OrderedFloat;
@@ -202,20 +201,22 @@ fn price(
 ) -> Vec<Candidate> {
     let order_matters = launch_order_matters(p, arch) && family.groups().len() > 1;
     let terms: Vec<StructureTerms> = structures.iter().map(|(t, _)| pricer.terms(t)).collect();
-    // Best bound first, popped lazily: most structures are never reached. Without `topk`
-    // nothing is pruned and the order does not matter.
-    let mut order: BinaryHeap<Reverse<(OrderedFloat<f64>, usize)>> = (0..structures.len())
-        .map(|i| {
-            let bound = match topk {
-                Some(_) => pricer.lower_bound(&terms[i], &structures[i].0) * 1e6,
-                None => 0.0,
-            };
-            Reverse((OrderedFloat(bound), i))
+    // Best bound first. Bounds are finite and non-negative, so their bit patterns sort as
+    // the numbers do. Without `topk` nothing is pruned and the order does not matter.
+    let mut order: Vec<(u64, usize)> = (0..structures.len())
+        .map(|i| match topk {
+            Some(_) => (
+                (pricer.lower_bound(&terms[i], &structures[i].0) * 1e6).to_bits(),
+                i,
+            ),
+            None => (0, i),
         })
         .collect();
+    order.sort_unstable();
     let mut fastest = Fastest::new(topk);
     let mut out = Vec::new();
-    while let Some(Reverse((OrderedFloat(bound), i))) = order.pop() {
+    for (bound_bits, i) in order {
+        let bound = f64::from_bits(bound_bits);
         let ((plain, res_lo), terms) = (structures[i], &terms[i]);
         // Rounding in the bound's different order of sums must not prune a tie.
         if bound * (1.0 - 1e-9) > fastest.threshold() {

@@ -20,6 +20,7 @@ pub fn by_time(a: &Candidate, b: &Candidate) -> Ordering {
         .then_with(|| key(a).cmp(&key(b)))
 }
 
+/// The configuration's parameters, the structural ones first (see [`SIMILAR`]).
 fn key(c: &Candidate) -> [u32; 10] {
     let t = &c.tile;
     [
@@ -36,26 +37,25 @@ fn key(c: &Candidate) -> [u32; 10] {
     ]
 }
 
+/// How many leading entries of [`key`] similarity compares: block M, N and K, warps, stages,
+/// split-K and launch-order group.
+const SIMILAR: usize = 7;
+
 /// Share of the structural parameters two candidates have in common (0 to 1).
-fn similarity(a: &Candidate, b: &Candidate) -> f64 {
-    let (x, y) = (&a.tile, &b.tile);
-    let same = [
-        x.block_m == y.block_m,
-        x.block_n == y.block_n,
-        x.block_k == y.block_k,
-        x.compute_warps() == y.compute_warps(),
-        x.split_k == y.split_k,
-        x.raster.group == y.raster.group,
-        x.stages == y.stages,
-    ];
-    same.iter().filter(|&&s| s).count() as f64 / same.len() as f64
+fn similarity(a: &[u32; 10], b: &[u32; 10]) -> f64 {
+    let same = a[..SIMILAR]
+        .iter()
+        .zip(&b[..SIMILAR])
+        .filter(|(x, y)| x == y)
+        .count();
+    same as f64 / SIMILAR as f64
 }
 
 /// Sorts candidates and picks `topk` of them: best first, then diverse near-best ones.
 ///
-/// Works on indices: only the few candidates near the best are ever compared.
+/// Works on compact (time, key, index) entries: only the few candidates near the best are ever
+/// compared, and comparing through the candidates themselves is slower.
 pub fn select(all: &[Candidate], topk: usize) -> Vec<Candidate> {
-    // Sort compact (time, key, index) entries: comparing through the candidates is slower.
     let mut entries: Vec<(f64, [u32; 10], usize)> = all
         .iter()
         .enumerate()
@@ -63,28 +63,27 @@ pub fn select(all: &[Candidate], topk: usize) -> Vec<Candidate> {
         .collect();
     entries.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
     entries.dedup_by(|a, b| a.1 == b.1);
-    let order: Vec<usize> = entries.into_iter().map(|e| e.2).collect();
-    let Some(&first) = order.first() else {
+    let Some(first) = entries.first() else {
         return Vec::new();
     };
-    let best = all[first].time_us;
+    let best = first.0;
     // Past the window only the fastest remaining are taken, in order.
-    let window = order
+    let window = entries
         .iter()
-        .position(|&i| all[i].time_us > best * (1.0 + DIVERSITY_WINDOW))
-        .unwrap_or(order.len());
-    let mut picked: Vec<usize> = vec![first];
-    // Each open candidate with its similarity to the closest pick so far, kept up to date as
-    // picks are made (one comparison per open candidate and pick).
-    let mut open: Vec<(usize, f64)> = order[1..window.max(1)]
-        .iter()
-        .map(|&i| (i, similarity(&all[first], &all[i])))
+        .position(|e| e.0 > best * (1.0 + DIVERSITY_WINDOW))
+        .unwrap_or(entries.len())
+        .max(1);
+    let mut picked: Vec<usize> = vec![first.2];
+    // Each open entry with its similarity to the closest pick so far, kept up to date as picks
+    // are made (one comparison per open entry and pick).
+    let mut open: Vec<(usize, f64)> = (1..window)
+        .map(|e| (e, similarity(&first.1, &entries[e].1)))
         .collect();
-    let mut beyond = order[window.max(1)..].iter();
+    let mut beyond = entries[window..].iter();
     while picked.len() < topk {
         if open.is_empty() {
             match beyond.next() {
-                Some(&i) => picked.push(i),
+                Some(e) => picked.push(e.2),
                 None => break,
             }
             continue;
@@ -92,15 +91,15 @@ pub fn select(all: &[Candidate], topk: usize) -> Vec<Candidate> {
         let (slot, _) = open
             .iter()
             .enumerate()
-            .map(|(slot, &(i, closest))| {
-                (slot, all[i].time_us * (1.0 + SIMILARITY_PENALTY * closest))
+            .map(|(slot, &(e, closest))| {
+                (slot, entries[e].0 * (1.0 + SIMILARITY_PENALTY * closest))
             })
             .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
             .expect("open is not empty");
         let (new, _) = open.remove(slot);
-        picked.push(new);
-        for (i, closest) in &mut open {
-            *closest = closest.max(similarity(&all[new], &all[*i]));
+        picked.push(entries[new].2);
+        for (e, closest) in &mut open {
+            *closest = closest.max(similarity(&entries[new].1, &entries[*e].1));
         }
     }
     picked.into_iter().map(|i| all[i]).collect()
