@@ -1,6 +1,7 @@
 //! The cuda-sm90 kernel compiles with NVRTC for sm_90a, without register spills, for
 //! representative configurations of its space (every structure the recommender proposes: both
-//! consumer counts, every m-iteration count, the widest tiles, both B layouts, bf16 and f16).
+//! consumer counts, every m-iteration count, the widest tiles, both B layouts, bf16 and f16,
+//! epilogue chunks of 16, 32, 48 and 64 columns).
 //!
 //! Needs libnvrtc, not a GPU: `.ci/run` installs the `nvidia-cuda-nvrtc` wheel and puts its lib
 //! folder on `LD_LIBRARY_PATH`. Skipped, saying why, when libnvrtc cannot be loaded.
@@ -48,6 +49,10 @@ fn representative() -> Vec<KernelSpec> {
     v.push(spec((128, 144, 5, 2), false, Layout::Col, DType::Bf16));
     v.push(spec((128, 256, 4, 2), true, Layout::Col, DType::Bf16));
     v.push(spec((64, 16, 4, 1), false, Layout::Col, DType::F16));
+    // Epilogue chunks narrower than 64 columns: 48 (128x176, persistent) and 32 (256x96, one
+    // consumer with 4 m-slabs and 192 accumulators).
+    v.push(spec((128, 176, 4, 2), true, Layout::Col, DType::Bf16));
+    v.push(spec((256, 96, 3, 1), false, Layout::Col, DType::F16));
     v.push(spec((128, 256, 4, 2), false, Layout::Row, DType::F16));
     // 2-CTA clusters sharing B through TMA multicast, both layouts.
     for (shape, persistent, layout) in [

@@ -17,9 +17,15 @@
 // of A and B tiles into a STAGES-deep ring, each stage guarded by a `full` mbarrier (TMA
 // transaction bytes) and an `empty` mbarrier (one arrival per consumer warp). Warpgroups 1..=
 // CONSUMERS wait for `full`, issue wgmma m64nBNk16 from shared-memory descriptors, keep fp32
-// accumulators in registers and release a stage once the wgmma reading it has completed. The
-// epilogue converts to 16 bits and stores straight from registers, predicated on M and N (TMA
+// accumulators in registers and release a stage once the wgmma reading it has completed (TMA
 // zero-fills rows and columns past the matrix edge on the loads, including the last K tile).
+// Epilogue: a consumer keeps the tile's last stage instead of releasing it, and each of its warps
+// uses its own 16 rows of that stage's A tile (2 KiB, which no other warp or TMA touches until the
+// release) to stage its output 16 x 64 at a time: stmatrix writes the 16-bit values (16-byte
+// chunks XOR-swizzled by row, free of bank conflicts), then each lane reads back 16 bytes and
+// stores them to C, 8 lanes per 128-byte row. Stores are predicated on M and N; when rows of C
+// do not start on 16-byte boundaries (N not a multiple of 8) they narrow to 4 or 2 bytes.
+// In a persistent grid the producer meanwhile prefetches the next tile into the other stages.
 // With CLUSTER_M = 2 the two CTAs of a cluster compute vertically adjacent tiles: each loads
 // its own A tile and half of the shared B tile, multicast to both; a stage is refilled only
 // once the consumers of both CTAs have released it (remote mbarrier arrivals).
@@ -198,26 +204,50 @@ __device__ __forceinline__ u32 pack2(float lo, float hi) {
     return r;
 }
 
-__device__ __forceinline__ u16 to16(float v) {
-    u16 r;
-#if OUT_BF16
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
-#else
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(v));
-#endif
-    return r;
+// Stores four 8x8 matrices of 16-bit values held in the mma accumulator layout (thread t holds
+// row t/4, columns 2(t%4) and 2(t%4)+1 of each, packed in one register); lanes 8q..8q+7 give
+// the addresses of matrix q's eight rows.
+__device__ __forceinline__ void stmatrix_x4(u32 addr, u32 r0, u32 r1, u32 r2, u32 r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
 }
 
-// Stores C[row, col] and C[row, col + 1] where they lie inside the matrix.
-__device__ __forceinline__ void store_pair(u16* c, int M, int N, int row, int col, float lo,
-                                           float hi) {
-    if (row >= M || col >= N) return;
-    u16* p = c + (u64)row * (u64)N + (u64)col;
-    if (col + 1 < N && (N & 1) == 0) {
-        *reinterpret_cast<u32*>(p) = pack2(lo, hi);
+__device__ __forceinline__ void lds128(u32 addr, u32 (&v)[4]) {
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+// Stores C[row, col .. col + 8) from `v` (8 packed 16-bit values) at `p`, where n_left = N - col
+// (> 0) of them lie inside the matrix. `align` is the widest store every row start of C allows
+// (16, 4 or 2 bytes); with 16, N is a multiple of 8, so all 8 lie inside.
+__device__ __forceinline__ void store_run(u16* p, const u32 (&v)[4], int n_left, int align) {
+    if (align == 16) {
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v[0]), "r"(v[1]),
+                     "r"(v[2]), "r"(v[3])
+                     : "memory");
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        if (2 * e + 1 < n_left && align == 4) {
+            *reinterpret_cast<u32*>(p + 2 * e) = v[e];
+        } else {
+            if (2 * e < n_left) p[2 * e] = (u16)(v[e] & 0xFFFFu);
+            if (2 * e + 1 < n_left) p[2 * e + 1] = (u16)(v[e] >> 16);
+        }
+    }
+}
+
+// Barrier of one consumer warpgroup's 128 threads (id 0 is __syncthreads).
+// Constant ids, so that ptxas reserves only the barriers used.
+__device__ __forceinline__ void consumer_sync(int consumer) {
+    if (consumer == 0) {
+        asm volatile("bar.sync 1, 128;" ::: "memory");
     } else {
-        p[0] = to16(lo);
-        if (col + 1 < N) p[1] = to16(hi);
+        asm volatile("bar.sync 2, 128;" ::: "memory");
     }
 }
 
@@ -381,24 +411,90 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                 }
             }
             wg_wait<0>();
-            if (k_tiles > 0) {
-                __syncwarp();
-                if (lane == 0) release_stage(bars + 8 * (STAGES + (it - 1) % STAGES));
-            }
 
-            // Epilogue. Accumulator i of an m64 slab holds row warp*16 + lane/4 (+8 when bit 1
-            // of i is set), column (i/4)*8 + (lane%4)*2 + (i%2).
-            const int row0 = tm * BM + consumer * ROWS_PER_CONSUMER + warp * 16 + lane / 4;
-            const int col0 = tn * BN + (lane % 4) * 2;
+            // Epilogue. The tile's last stage stays held (not released) until it is done: the
+            // producer cannot refill it, the other consumer never reads this consumer's A rows,
+            // and a cluster peer multicasts only into the B part. Each warp stages its output in
+            // its own 16 A rows of that stage. (With no k-tile nothing was ever loaded.)
+            const u32 held = k_tiles > 0 ? (it - 1) % STAGES : 0;
+            const u32 scratch = base + held * STAGE_BYTES + consumer * ROWS_PER_CONSUMER * 128 +
+                                warp * 16 * 128;
+            // Every warp's part of the warpgroup's wgmma has read those rows.
+            consumer_sync(consumer);
+            // The widest store all row starts of C allow.
+            const int align = ((N & 7) == 0 && ((u64)c & 15) == 0)  ? 16
+                              : ((N & 1) == 0 && ((u64)c & 3) == 0) ? 4
+                                                                    : 2;
+            // Row r of the buffer holds 8 chunks of 16 bytes; chunk x sits in slot x ^ (r % 8),
+            // so the 8 rows of one stmatrix matrix, and the 4 rows one 16-byte read covers, hit
+            // different banks. The buffer is 1 KiB aligned, so the swizzle is an XOR on the
+            // address. stmatrix: lane l gives row (l/8 % 2) * 8 + l % 8 of chunk 2 jp + l/16,
+            // whose slot is (2 jp) ^ (l/16 ^ l%8).
+            const u32 st_addr = scratch + (((lane / 8) & 1) * 8 + (lane & 7)) * 128 +
+                                (((lane / 16) ^ (lane & 7)) << 4);
+            // Full 64-column chunks are read back in 4 passes of 4 rows: lane l reads chunk l%8
+            // of row 4 pass + l/8 (slot: (l%8 ^ l/8) ^ 4 (pass % 2)).
+            const u32 ld_addr = scratch + (lane / 8) * 128 + (((lane & 7) ^ (lane / 8)) << 4);
 #pragma unroll
             for (int mi = 0; mi < M_SLABS; ++mi) {
+                // Accumulator i of an m64 slab holds row warp*16 + lane/4 (+8 when bit 1 of i is
+                // set), column (i/4)*8 + (lane%4)*2 + (i%2): the stmatrix fragment layout.
+                const int row_base = tm * BM + consumer * ROWS_PER_CONSUMER + mi * 64 + warp * 16;
+                if (row_base >= M) continue;
 #pragma unroll
-                for (int j = 0; j < BN / 8; ++j) {
-                    const int row = row0 + mi * 64;
-                    const int col = col0 + j * 8;
-                    store_pair(c, M, N, row, col, acc[mi][4 * j], acc[mi][4 * j + 1]);
-                    store_pair(c, M, N, row + 8, col, acc[mi][4 * j + 2], acc[mi][4 * j + 3]);
+                for (int cc = 0; cc < (BN + 63) / 64; ++cc) {
+                    // Columns of this chunk (the last may be 16, 32 or 48 wide).
+                    const int width = BN - cc * 64 < 64 ? BN - cc * 64 : 64;
+                    const int col_base = tn * BN + cc * 64;
+                    if (col_base >= N) continue;
+#pragma unroll
+                    for (int jp = 0; jp < width / 16; ++jp) {
+                        const int j = cc * 8 + 2 * jp;
+                        stmatrix_x4(st_addr ^ (jp << 5), pack2(acc[mi][4 * j], acc[mi][4 * j + 1]),
+                                    pack2(acc[mi][4 * j + 2], acc[mi][4 * j + 3]),
+                                    pack2(acc[mi][4 * j + 4], acc[mi][4 * j + 5]),
+                                    pack2(acc[mi][4 * j + 6], acc[mi][4 * j + 7]));
+                    }
+                    __syncwarp();
+                    // Read back 16 bytes a lane, consecutive lanes along a row.
+                    const int per_row = width / 8;
+#pragma unroll
+                    for (int pass = 0; pass < per_row / 2; ++pass) {
+                        int r, x;
+                        u32 addr;
+                        if (per_row == 8) {
+                            r = pass * 4 + lane / 8;
+                            x = lane & 7;
+                            addr = (ld_addr ^ ((pass & 1) << 6)) + pass * 512;
+                        } else {
+                            const int unit = pass * 32 + lane;
+                            r = unit / per_row;
+                            x = unit % per_row;
+                            addr = scratch + r * 128 + ((x ^ (r & 7)) << 4);
+                        }
+                        u32 v[4];
+                        lds128(addr, v);
+                        const int row = row_base + r;
+                        const int col = col_base + x * 8;
+                        if (row < M && col < N) {
+                            // One 64-bit product per store: ptxas would otherwise keep a pointer
+                            // per pass live across the chunks and spill at 192 accumulators.
+                            u64 offset;
+                            asm volatile("mad.wide.s32 %0, %1, %2, %3;"
+                                         : "=l"(offset)
+                                         : "r"(row), "r"(N), "l"((u64)col));
+                            store_run(c + offset, v, N - col, align);
+                        }
+                    }
+                    // The next chunk overwrites the buffer.
+                    __syncwarp();
                 }
+            }
+            if (k_tiles > 0) {
+                // The buffer was written through the generic proxy; TMA refills it next.
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                __syncwarp();
+                if (lane == 0) release_stage(bars + 8 * (STAGES + held));
             }
         }
     }
