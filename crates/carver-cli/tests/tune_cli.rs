@@ -320,3 +320,106 @@ fn on_a_hopper_gpu_a_faulting_or_hanging_candidate_does_not_end_the_run() {
     assert_eq!(outcome.winner, Some(2));
     assert_eq!(outcome.worker_restarts, 2);
 }
+
+/// Every path of the kernel's epilogue against cuBLAS: ragged M and N with rows of C that start
+/// on 16-, 4- and 2-byte boundaries (N = 1000, 1002, 1001), column chunks of 16 to 64, tiles
+/// whose last chunks lie wholly past N, 1 to 4 m-slabs, 1 or 2 consumers, clusters, persistent
+/// grids, both B layouts, bf16 and f16. Timing is cut to a few runs: this is about correctness.
+#[cfg(feature = "gpu")]
+#[test]
+fn on_a_hopper_gpu_every_epilogue_path_matches_cublas() {
+    use carver::target::Sm90Params;
+    use carver::{DType, Layout};
+    use carver_gpu::sm90::KernelCache;
+    use carver_gpu::tune::{Candidate, GemmProblem, TimingOptions, TuneJob, tune};
+
+    let cache = TempDir::new().unwrap();
+    if !hopper_or_skip(cache.path()) {
+        return;
+    }
+    let kernels = KernelCache::new(cache.path()).unwrap();
+    // (block_m, block_n, stages, consumers, cluster_m, persistent)
+    let row_major_b: &[(u32, u32, u32, u32, u32, bool)] = &[
+        (128, 256, 4, 2, 1, true),
+        (256, 128, 4, 2, 2, true),
+        (128, 192, 5, 2, 2, false),
+        (64, 64, 8, 1, 1, false),
+        (256, 64, 4, 1, 1, false),
+        (192, 128, 4, 1, 1, true),
+    ];
+    let col_major_b: &[(u32, u32, u32, u32, u32, bool)] = &[
+        (128, 144, 5, 2, 1, false),
+        (128, 176, 4, 2, 2, true),
+        (256, 96, 3, 1, 1, false),
+        (64, 16, 4, 1, 1, true),
+        (128, 80, 4, 1, 2, false),
+        (256, 128, 4, 2, 2, true),
+    ];
+    let problems = [
+        (777, 1000, 304, Layout::Row, DType::Bf16, row_major_b),
+        (333, 1002, 200, Layout::Col, DType::F16, col_major_b),
+        (333, 1001, 136, Layout::Col, DType::Bf16, col_major_b),
+    ];
+    let bin = carver_bin();
+    let worker = || {
+        let mut c = std::process::Command::new(&bin);
+        c.args(["tune", "--worker"]);
+        c
+    };
+    let mut failures = Vec::new();
+    for (m, n, k, layout_b, dtype, configs) in problems {
+        let problem = GemmProblem {
+            m,
+            n,
+            k,
+            input: dtype,
+            output: dtype,
+            layout_b,
+        };
+        let candidates = configs
+            .iter()
+            .enumerate()
+            .map(
+                |(i, &(block_m, block_n, stages, consumers, cluster_m, persistent))| Candidate {
+                    spec: problem.spec(Sm90Params {
+                        block_m,
+                        block_n,
+                        block_k: 64,
+                        stages,
+                        consumers,
+                        group_m: 8,
+                        cluster_m,
+                        persistent,
+                    }),
+                    model_rank: i as u32 + 1,
+                    predicted_s: 1e-5,
+                },
+            )
+            .collect();
+        let job = TuneJob {
+            problem,
+            candidates,
+            device: 0,
+            cache: &kernels,
+            timing: TimingOptions {
+                warmup_ms: 1.0,
+                measure_ms: 1.0,
+                min_runs: 1,
+                max_runs: 3,
+                l2_multiple: 0.0,
+                ..TimingOptions::default()
+            },
+            watchdog: std::time::Duration::from_secs(30),
+            compile_threads: 4,
+        };
+        let outcome = tune(&job, &worker, &|_| {}).unwrap();
+        for c in &outcome.candidates {
+            let what = format!("{m}x{n}x{k} {}", c.spec.label());
+            match (&c.measured, &c.failure) {
+                (Some(meas), _) => eprintln!("{what}: relative error {:.2e}", meas.rel_error),
+                (None, failure) => failures.push(format!("{what}: {failure:?}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
