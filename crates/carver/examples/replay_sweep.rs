@@ -36,7 +36,8 @@ fn main() {
         .cloned();
     let sweep: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let db = HardwareDb::embedded().unwrap();
+    // `$CARVER_HARDWARE_DB` may override the shipped description (to replay a variant arch).
+    let db = HardwareDb::load(None).unwrap();
     let arch = db.get("h100").unwrap();
     let (mut top1, mut top8, mut picks1, mut picks8) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
