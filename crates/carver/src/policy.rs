@@ -1,12 +1,33 @@
 //! The policy: which configurations of a family are worth pricing for a problem.
 //!
-//! Roller's idea, applied to a family's legal space: tiles aligned to the tensor instruction and
-//! to whole 128-byte rows, no tile larger than the problem needs (a bigger one only adds padding),
-//! a bound on padding waste, split-K only when the tiles cannot fill the SMs, launch-order
-//! groups only when there is more than one tile row, and for every remaining structure the
-//! pipeline depth the cost model prefers. What is left is a few hundred structures; they are
-//! priced best lower bound first, and pricing stops as soon as the next bound shows that nothing
-//! left could be picked by a top-k ranking, which typically leaves a few dozen to price.
+//! Roller's rules, applied to a family's legal space:
+//! - **Alignment.** Tiles come from the family's sizes, which are multiples of the tensor
+//!   instruction shape; a family's warp layouts only accept tiles its instruction divides. A
+//!   dimension that is contiguous in memory gets at least [`MIN_ROW_BYTES`] per tile row (two
+//!   32-byte sectors; 128-byte rows where the tile allows). Shared-memory bank conflicts are not a
+//!   pruning rule because every family here swizzles its shared-memory layout (Triton's and
+//!   TileLang's swizzled layouts, the 128-byte TMA swizzle of `cuda-sm90`), so the cost model
+//!   prices conflict-free reads.
+//! - **Growth along the best-reuse dimension.** Roller grows a tile greedily, one dimension at a
+//!   time, to avoid pricing the whole space. Here pricing is microseconds, so every aligned tile up
+//!   to the size that covers the problem is a candidate, and the cost model's traffic terms (the
+//!   data reuse growth maximizes) decide; best-bound-first pricing (below) then spends its time on
+//!   the tiles growth would have reached, without the greedy path's local optima.
+//! - **Padding.** No tile larger than the smallest that covers a dimension, and none whose padding
+//!   exceeds [`MAX_PADDING_WASTE`] (unless no size does better): shapes the tiles do not divide
+//!   get an answer with bounded waste.
+//! - **Reduction step, stages, rasterization, split-K.** Every `block_k` the family allows (with
+//!   whole rows when K is contiguous); for every structure the pipeline depth the model prefers
+//!   (pricing the deepest depth of each occupancy level); the launch-order group that moves the
+//!   fewest DRAM bytes given what the L2 holds, and none when A and B fit in the L2 or there is one
+//!   tile row; split-K only when the tiles cannot fill twice the SMs.
+//! - **Duplicates and dominated points.** One warp layout per tile and warp count; mma.sync is not
+//!   priced where wgmma can run the tile; deeper pipelines at equal occupancy, and groups that move
+//!   no fewer bytes, are not priced separately.
+//!
+//! What is left is a few hundred structures; they are priced best lower bound first, and pricing
+//! stops as soon as the next bound shows that nothing left could be picked by a top-k ranking,
+//! which typically leaves a few dozen to price.
 
 use carver_arch::{Arch, InstructionFamily};
 
