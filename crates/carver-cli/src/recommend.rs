@@ -309,8 +309,13 @@ fn print_tables(results: &[RecommendResult], explain: bool) {
         if explain {
             for h in &r.hints {
                 let b = &h.prediction.breakdown;
+                let repack = if b.repack_us > 0.0 {
+                    format!(", operand repack {:.1}", b.repack_us)
+                } else {
+                    String::new()
+                };
                 println!(
-                    "  #{} {}: compute {:.1} us, smem {:.1}, l2 {:.1}, dram {:.1}, latency {:.1}, epilogue {:.1}, split-k {:.1}, overhead {:.1}; DRAM {:.1} MB, L2 {:.1} MB; wave efficiency {:.2}, padding efficiency {:.2}; grid {}",
+                    "  #{} {}: compute {:.1} us, smem {:.1}, l2 {:.1}, dram {:.1}, latency {:.1}, epilogue {:.1}, split-k {:.1}, overhead {:.1}{repack}; DRAM {:.1} MB, L2 {:.1} MB; wave efficiency {:.2}, padding efficiency {:.2}; grid {}",
                     h.rank,
                     h.config,
                     b.compute_us,

@@ -47,12 +47,20 @@ pub struct Breakdown {
     pub split_k_us: f64,
     /// Fixed launch and pipeline fill costs.
     pub overhead_us: f64,
+    /// Copy kernels that lay operands out the way the family's loads need (unaligned rows copied
+    /// to padded ones) before the main kernel. Absent when there are none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repack_us: f64,
     pub dram_bytes: f64,
     pub l2_bytes: f64,
     /// Fraction of the last wave's slots that hold work (1 = no tail).
     pub wave_efficiency: f64,
     /// Fraction of tensor-core work that is useful (the rest multiplies padding).
     pub padding_efficiency: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// The cost model's verdict on one configuration.

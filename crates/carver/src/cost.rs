@@ -316,6 +316,8 @@ pub struct Pricer<'a> {
     path: LoadPath,
     port: f64,
     split_reduction: SplitKReduction,
+    /// Seconds of the family's operand copies before the kernel (the same for every config).
+    repack_time: f64,
 }
 
 impl<'a> Pricer<'a> {
@@ -341,6 +343,10 @@ impl<'a> Pricer<'a> {
             path: family.load_path(p, arch),
             port: SM_L2_PORT_BYTES_PER_CLOCK * clock,
             split_reduction: family.split_k_reduction(),
+            repack_time: {
+                let r = family.repack(p);
+                f64::from(r.kernels) * EXTRA_KERNEL_US * 1e-6 + r.bytes / arch.dram_bandwidth()
+            },
         })
     }
 
@@ -404,6 +410,7 @@ impl<'a> Pricer<'a> {
                 epilogue_us: epilogue * us,
                 split_k_us: split_k_time * us,
                 overhead_us: overhead * us,
+                repack_us: self.repack_time * us,
                 dram_bytes: dram_total,
                 l2_bytes: l2_mainloop,
                 wave_efficiency: if waves > 0.0 {
@@ -540,7 +547,10 @@ impl<'a> Pricer<'a> {
         let main = (compute.powi(4) + smem.powi(4) + l2.powi(4) + dram.powi(4))
             .sqrt()
             .sqrt();
-        LAUNCH_OVERHEAD_US * 1e-6 + t.split_k_time + main.max((dram_floor + t.c_bytes) / dram_bw)
+        LAUNCH_OVERHEAD_US * 1e-6
+            + self.repack_time
+            + t.split_k_time
+            + main.max((dram_floor + t.c_bytes) / dram_bw)
     }
 
     /// The model itself. `FULL` also sums the per-resource totals the breakdown reports; the
@@ -667,7 +677,7 @@ impl<'a> Pricer<'a> {
         let overhead = LAUNCH_OVERHEAD_US * 1e-6;
         let dram_total = dram_mainloop + t.c_bytes;
         let kernel = (main + epilogue).max(dram_total / dram_bw);
-        let time = overhead + kernel + t.split_k_time;
+        let time = overhead + self.repack_time + kernel + t.split_k_time;
 
         Some(Evaluation {
             time,

@@ -116,6 +116,15 @@ pub struct Resources {
     pub registers_per_thread: u32,
 }
 
+/// Copy kernels a family runs before its main kernel (see [`KernelFamily::repack`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Repack {
+    /// Copy kernels launched.
+    pub kernels: u32,
+    /// Bytes they read and write in DRAM.
+    pub bytes: f64,
+}
+
 /// What a kernel family is: its space, its rules, its resource use and its native format.
 pub trait KernelFamily: Sync {
     fn target(&self) -> Target;
@@ -154,6 +163,12 @@ pub trait KernelFamily: Sync {
 
     fn load_path(&self, problem: &Problem, arch: &Arch) -> LoadPath;
     fn split_k_reduction(&self) -> SplitKReduction;
+
+    /// Operands the family copies into padded, aligned buffers before its kernel runs, because
+    /// its loads need aligned rows. None by default.
+    fn repack(&self, _problem: &Problem) -> Repack {
+        Repack::default()
+    }
 
     /// Shared memory and registers a configuration needs.
     fn resources(&self, config: &TileConfig, problem: &Problem) -> Resources;
