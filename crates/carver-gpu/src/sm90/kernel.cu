@@ -24,7 +24,8 @@
 // release) to stage its output 16 x 64 at a time: stmatrix writes the 16-bit values (16-byte
 // chunks XOR-swizzled by row, free of bank conflicts), then each lane reads back 16 bytes and
 // stores them to C, 8 lanes per 128-byte row. Stores are predicated on M and N; when rows of C
-// do not start on 16-byte boundaries (N not a multiple of 8) they narrow to 4 or 2 bytes.
+// do not start on 16-byte boundaries (N not a multiple of 8), the warp instead writes one row at
+// a time, two values a lane (one 4-byte store where the address allows, else two 2-byte ones).
 // In a persistent grid the producer meanwhile prefetches the next tile into the other stages.
 // With CLUSTER_M = 2 the two CTAs of a cluster compute vertically adjacent tiles: each loads
 // its own A tile and half of the shared B tile, multicast to both; a stage is refilled only
@@ -220,25 +221,24 @@ __device__ __forceinline__ void lds128(u32 addr, u32 (&v)[4]) {
                  : "memory");
 }
 
-// Stores C[row, col .. col + 8) from `v` (8 packed 16-bit values) at `p`, where n_left = N - col
-// (> 0) of them lie inside the matrix. `align` is the widest store every row start of C allows
-// (16, 4 or 2 bytes); with 16, N is a multiple of 8, so all 8 lie inside.
-__device__ __forceinline__ void store_run(u16* p, const u32 (&v)[4], int n_left, int align) {
-    if (align == 16) {
-        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v[0]), "r"(v[1]),
-                     "r"(v[2]), "r"(v[3])
-                     : "memory");
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-        if (2 * e + 1 < n_left && align == 4) {
-            *reinterpret_cast<u32*>(p + 2 * e) = v[e];
-        } else {
-            if (2 * e < n_left) p[2 * e] = (u16)(v[e] & 0xFFFFu);
-            if (2 * e + 1 < n_left) p[2 * e + 1] = (u16)(v[e] >> 16);
-        }
-    }
+__device__ __forceinline__ u32 lds32(u32 addr) {
+    u32 v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void stg128(u16* p, const u32 (&v)[4]) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v[0]), "r"(v[1]),
+                 "r"(v[2]), "r"(v[3])
+                 : "memory");
+}
+
+// &C[row, col] (64-bit product, so that ptxas computes it at the store instead of keeping a
+// pointer per pass live across the chunks, which spilled at 192 accumulators).
+__device__ __forceinline__ u16* c_at(u16* c, int row, int N, int col) {
+    u64 offset;
+    asm volatile("mad.wide.s32 %0, %1, %2, %3;" : "=l"(offset) : "r"(row), "r"(N), "l"((u64)col));
+    return c + offset;
 }
 
 // Barrier of one consumer warpgroup's 128 threads (id 0 is __syncthreads).
@@ -421,10 +421,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                                 warp * 16 * 128;
             // Every warp's part of the warpgroup's wgmma has read those rows.
             consumer_sync(consumer);
-            // The widest store all row starts of C allow.
-            const int align = ((N & 7) == 0 && ((u64)c & 15) == 0)  ? 16
-                              : ((N & 1) == 0 && ((u64)c & 3) == 0) ? 4
-                                                                    : 2;
+            // Rows of C start on 16-byte boundaries: whole 16-byte stores (else narrower ones).
+            const bool wide = (N & 7) == 0 && ((u64)c & 15) == 0;
             // Row r of the buffer holds 8 chunks of 16 bytes; chunk x sits in slot x ^ (r % 8),
             // so the 8 rows of one stmatrix matrix, and the 4 rows one 16-byte read covers, hit
             // different banks. The buffer is 1 KiB aligned, so the swizzle is an XOR on the
@@ -456,34 +454,47 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                                     pack2(acc[mi][4 * j + 6], acc[mi][4 * j + 7]));
                     }
                     __syncwarp();
-                    // Read back 16 bytes a lane, consecutive lanes along a row.
-                    const int per_row = width / 8;
+                    if (wide) {
+                        // Read back 16 bytes a lane, 8 lanes along a row; N is a multiple of 8,
+                        // so a chunk of 8 starting inside a row lies wholly inside it.
+                        const int per_row = width / 8;
 #pragma unroll
-                    for (int pass = 0; pass < per_row / 2; ++pass) {
-                        int r, x;
-                        u32 addr;
-                        if (per_row == 8) {
-                            r = pass * 4 + lane / 8;
-                            x = lane & 7;
-                            addr = (ld_addr ^ ((pass & 1) << 6)) + pass * 512;
-                        } else {
-                            const int unit = pass * 32 + lane;
-                            r = unit / per_row;
-                            x = unit % per_row;
-                            addr = scratch + r * 128 + ((x ^ (r & 7)) << 4);
+                        for (int pass = 0; pass < per_row / 2; ++pass) {
+                            int r, x;
+                            u32 addr;
+                            if (per_row == 8) {
+                                r = pass * 4 + lane / 8;
+                                x = lane & 7;
+                                addr = (ld_addr ^ ((pass & 1) << 6)) + pass * 512;
+                            } else {
+                                const int unit = pass * 32 + lane;
+                                r = unit / per_row;
+                                x = unit % per_row;
+                                addr = scratch + r * 128 + ((x ^ (r & 7)) << 4);
+                            }
+                            u32 v[4];
+                            lds128(addr, v);
+                            const int row = row_base + r;
+                            const int col = col_base + x * 8;
+                            if (row < M && col < N) stg128(c_at(c, row, N, col), v);
                         }
-                        u32 v[4];
-                        lds128(addr, v);
-                        const int row = row_base + r;
-                        const int col = col_base + x * 8;
-                        if (row < M && col < N) {
-                            // One 64-bit product per store: ptxas would otherwise keep a pointer
-                            // per pass live across the chunks and spill at 192 accumulators.
-                            u64 offset;
-                            asm volatile("mad.wide.s32 %0, %1, %2, %3;"
-                                         : "=l"(offset)
-                                         : "r"(row), "r"(N), "l"((u64)col));
-                            store_run(c + offset, v, N - col, align);
+                    } else {
+                        // One row per pass, lane l taking columns 2l and 2l + 1: each store
+                        // instruction covers one contiguous run of the row. A pair is one 4-byte
+                        // store where its address allows (the same for every lane of a row).
+                        for (int r = 0; r < 16 && row_base + r < M; ++r) {
+                            const int col = col_base + 2 * lane;
+                            if (2 * lane < width && col < N) {
+                                const u32 w = lds32(scratch + r * 128 +
+                                                    (((lane / 4) ^ (r & 7)) << 4) + (lane & 3) * 4);
+                                u16* p = c_at(c, row_base + r, N, col);
+                                if (col + 1 < N && ((u64)p & 3) == 0) {
+                                    *reinterpret_cast<u32*>(p) = w;
+                                } else {
+                                    p[0] = (u16)(w & 0xFFFFu);
+                                    if (col + 1 < N) p[1] = (u16)(w >> 16);
+                                }
+                            }
                         }
                     }
                     // The next chunk overwrites the buffer.
