@@ -17,7 +17,7 @@ use crate::template::Problem;
 use carver_schema::TileConfig;
 
 pub use generic::GenericFamily;
-pub use sm90::{Sm90Family, Sm90Params};
+pub use sm90::{Sm90Family, Sm90Params, TMA_STRIDE_BYTES, tma_leading_dim};
 pub use tilelang::TileLangFamily;
 pub use triton::TritonFamily;
 

@@ -6,11 +6,17 @@
 //! generator in `carver-gpu` instantiates exactly the [`Sm90Params`] this module accepts.
 //! The kernel loads row-major B in 64-column boxes, so for row-major B block N is a multiple
 //! of 64; the space below leaves the other points out.
+//!
+//! TMA needs every row of A and B to start a multiple of 16 bytes after the previous one. An
+//! operand whose rows do not is first copied into a buffer of the same shape with rows padded
+//! to 16 bytes ([`tma_leading_dim`]); the kernel then reads that copy, its tensor map keeping
+//! the true extent, so the padding is never read. The copies are part of the family's time
+//! ([`KernelFamily::repack`]).
 
 use carver_arch::{Arch, InstructionFamily};
 use serde::{Deserialize, Serialize};
 
-use super::{KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout};
+use super::{KernelFamily, LoadPath, Repack, Resources, SplitKReduction, Target, WarpLayout};
 use crate::dtype::{DType, Layout};
 use crate::error::CarverError;
 use crate::template::Problem;
@@ -31,6 +37,16 @@ fn row_major_b_step(p: &Problem) -> u32 {
 pub const CONSUMER_REGISTER_CAP: u32 = 232;
 /// Bytes of one block-K row in the 128-byte swizzle TMA uses.
 pub const SWIZZLE_BYTES: u32 = 128;
+/// TMA's rule for a tensor map's global strides: a multiple of 16 bytes.
+pub const TMA_STRIDE_BYTES: u64 = 16;
+
+/// Leading dimension, in elements, the kernel reads an operand with whose rows hold `cols`
+/// contiguous elements of `elem_bytes` bytes: `cols` when those rows are a multiple of 16 bytes
+/// (the operand is read in place), else `cols` rounded up to one (the operand's padded copy).
+pub fn tma_leading_dim(cols: u64, elem_bytes: u32) -> u64 {
+    let per_16_bytes = (TMA_STRIDE_BYTES / u64::from(elem_bytes.max(1))).max(1);
+    cols.div_ceil(per_16_bytes) * per_16_bytes
+}
 
 /// The family's native parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -122,14 +138,31 @@ impl KernelFamily for Sm90Family {
         if p.layout_a != Layout::Row {
             return fail("A must be row-major".into());
         }
-        if !(p.aligned_a && p.aligned_b) {
-            return fail(
-                "TMA needs every leading dimension of A and B to be a multiple of 16 bytes \
-                 (a multiple of 8 elements for f16/bf16)"
-                    .into(),
-            );
-        }
+        // A or B rows that are not 16-byte aligned are copied into aligned buffers (`repack`).
         Ok(())
+    }
+
+    /// One copy per operand whose rows are not 16-byte aligned: it reads the operand's
+    /// elements and writes them into rows padded to 16 bytes.
+    fn repack(&self, p: &Problem) -> Repack {
+        let e = p.in_bytes();
+        // Each operand as stored: rows of contiguous elements (A is row-major).
+        let a = (p.m, p.k);
+        let b = match p.layout_b {
+            Layout::Row => (p.k, p.n),
+            Layout::Col => (p.n, p.k),
+        };
+        let mut r = Repack::default();
+        for ((rows, cols), aligned) in [(a, p.aligned_a), (b, p.aligned_b)] {
+            if !aligned {
+                r.kernels += 1;
+                r.bytes += p.batch as f64
+                    * rows as f64
+                    * (cols + tma_leading_dim(cols, e)) as f64
+                    * f64::from(e);
+            }
+        }
+        r
     }
 
     fn block_sizes(&self, p: &Problem, _arch: &Arch) -> [Vec<u32>; 3] {
@@ -272,5 +305,57 @@ impl KernelFamily for Sm90Family {
     ) -> Result<TileConfig, String> {
         let params: Sm90Params = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
         Ok(params.to_tile())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template::MatmulTemplate;
+    use carver_arch::HardwareDb;
+
+    fn problem(m: u64, n: u64, k: u64, layout_b: Layout) -> Problem {
+        let db = HardwareDb::embedded().unwrap();
+        MatmulTemplate::new(m, n, k)
+            .with_dtype(DType::Bf16)
+            .with_layouts(Layout::Row, layout_b)
+            .with_target(Target::CudaSm90)
+            .validate(db.get("h100").unwrap())
+            .unwrap()
+    }
+
+    #[test]
+    fn leading_dims_round_up_to_16_bytes() {
+        assert_eq!(tma_leading_dim(999, 2), 1000);
+        assert_eq!(tma_leading_dim(1000, 2), 1000);
+        assert_eq!(tma_leading_dim(1, 2), 8);
+        assert_eq!(tma_leading_dim(3001, 2), 3008);
+        assert_eq!(tma_leading_dim(5, 4), 8);
+        assert_eq!(tma_leading_dim(17, 1), 32);
+    }
+
+    #[test]
+    fn repack_copies_exactly_the_unaligned_operands() {
+        let f = Sm90Family;
+        assert_eq!(
+            f.repack(&problem(1024, 1024, 1024, Layout::Row)),
+            Repack::default()
+        );
+        // A (333 x 999 -> 1000) and row-major B (999 x 777 -> 784): read, then written padded.
+        let r = f.repack(&problem(333, 777, 999, Layout::Row));
+        assert_eq!(r.kernels, 2);
+        assert_eq!(r.bytes, 2.0 * (333.0 * 1999.0 + 999.0 * 1561.0));
+        // Only B's rows (N = 777) are unaligned.
+        let r = f.repack(&problem(256, 777, 512, Layout::Row));
+        assert_eq!(r.kernels, 1);
+        assert_eq!(r.bytes, 2.0 * 512.0 * (777.0 + 784.0));
+        // Column-major B (N x K) shares A's row length: K = 1000 is aligned, N is irrelevant.
+        assert_eq!(
+            f.repack(&problem(256, 777, 1000, Layout::Col)),
+            Repack::default()
+        );
+        let r = f.repack(&problem(256, 777, 1001, Layout::Col));
+        assert_eq!(r.kernels, 2);
+        assert_eq!(r.bytes, 2.0 * (256.0 + 777.0) * (1001.0 + 1008.0));
     }
 }
