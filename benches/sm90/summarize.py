@@ -2,6 +2,7 @@
 """Summarizes a benches/sm90/run.sh output directory: tuned winner vs cuBLAS per shape, and for
 every exhaustive run the model's top-1 and best-of-top-8 as ratios to the exhaustive best (all
 times from the exhaustive run itself), with the tuning wall times."""
+import gzip
 import json
 import math
 import pathlib
@@ -11,13 +12,14 @@ out = pathlib.Path(sys.argv[1])
 
 
 def results(name):
-    p = out / f"{name}.json"
-    if not p.exists():
-        return []
-    try:
-        return json.loads(p.read_text())["results"]
-    except (json.JSONDecodeError, KeyError):
-        return []
+    for p, read in [(out / f"{name}.json", lambda p: p.read_text()),
+                    (out / f"{name}.json.gz", lambda p: gzip.decompress(p.read_bytes()).decode())]:
+        if p.exists():
+            try:
+                return json.loads(read(p))["results"]
+            except (json.JSONDecodeError, KeyError):
+                return []
+    return []
 
 
 def key(cfg):
@@ -47,9 +49,9 @@ if dev:
     print(f"dev shapes with M >= 256: geomean {geomean(dev):.3f} over {len(dev)} tuned")
 
 ex_rows = []
-for p in sorted(out.glob("ex-*.json")):
-    name = p.stem[3:]
-    ex = results(p.stem)
+for p in sorted(out.glob("ex-*.json*")):
+    name = p.name[3:].split(".")[0]
+    ex = results(f"ex-{name}")
     picks = json.loads((out / f"picks-{name}.json").read_text())["results"][0]["hints"]
     top8 = results(f"top8-{name}")
     if not ex or ex[0].get("error"):
