@@ -656,8 +656,15 @@ impl<'a> Pricer<'a> {
             // tile has gone out through its SM's port.
             let epi = (blocks * epilogue_bytes_per_block / epilogue_rate)
                 .max(epilogue_bytes_per_block / port);
-            main += count * (iters * it.total() + fill);
-            epilogue += count * epi;
+            if c.persistent {
+                // A persistent block's producer loads the next tile while its consumers store
+                // this one: the next tile's pipeline fill hides under the epilogue.
+                main += count * iters * it.total();
+                epilogue += count * epi.max(fill);
+            } else {
+                main += count * (iters * it.total() + fill);
+                epilogue += count * epi;
+            }
             if FULL {
                 totals.compute += count * iters * it.compute;
                 totals.smem += count * iters * it.smem;
@@ -672,6 +679,10 @@ impl<'a> Pricer<'a> {
         if tail_blocks > 0 {
             let resident = tail_blocks.div_ceil(u64::from(arch.sm.count)) as f64;
             add_wave(resident, tail_blocks as f64, 1.0);
+        }
+        if c.persistent {
+            // Only the first tile's fill is exposed.
+            main += fill;
         }
 
         let overhead = LAUNCH_OVERHEAD_US * 1e-6;
