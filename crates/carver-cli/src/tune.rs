@@ -141,7 +141,7 @@ mod live {
     use carver::{DType, Layout, MatmulTemplate, Problem, Target, recommend_hints};
     use carver_arch::Arch;
     use carver_gpu::DetectedGpu;
-    use carver_gpu::sm90::{KernelCache, family_hash};
+    use carver_gpu::sm90::{KernelCache, family_hash, operand_rows};
     use carver_gpu::tune::{
         Candidate, CandidateReport, GemmProblem, TimingOptions, TuneEvent, TuneJob, TuneOutcome,
         serve_worker, tune as run_loop,
@@ -195,7 +195,55 @@ mod live {
         /// Where the result went: `inserted`, `replaced`, `kept-existing`, or why it was not
         /// stored.
         stored: Option<String>,
+        /// Present when rows of A or B are not 16-byte aligned.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        repack: Option<RepackRow>,
         error: Option<String>,
+    }
+
+    /// Operands copied into rows padded to 16 bytes before every launch; every measured time
+    /// of the family includes the copies.
+    #[derive(Serialize)]
+    struct RepackRow {
+        operands: Vec<String>,
+        /// The copies alone (median), timed at worker setup.
+        time_us: Option<f64>,
+    }
+
+    impl RepackRow {
+        fn from_info(r: &carver_gpu::tune::RepackInfo) -> Self {
+            Self {
+                operands: r.operands.clone(),
+                time_us: Some(r.timing.median_s * 1e6),
+            }
+        }
+
+        /// From a stored result's method (see `TuneOutcome::method`).
+        fn from_method(method: &serde_json::Value) -> Option<Self> {
+            let r = method.get("repack")?;
+            Some(Self {
+                operands: serde_json::from_value(r.get("operands")?.clone()).ok()?,
+                time_us: r
+                    .get("copy_median_s")
+                    .and_then(serde_json::Value::as_f64)
+                    .map(|t| t * 1e6),
+            })
+        }
+
+        /// One line for the table output; `winner_us` gives the copies' share.
+        fn describe(&self, winner_us: Option<f64>) -> String {
+            let share = match (self.time_us, winner_us) {
+                (Some(t), Some(w)) if w > 0.0 => {
+                    format!(", {:.0}% of the winner's time", 100.0 * t / w)
+                }
+                _ => String::new(),
+            };
+            format!(
+                "repack: {} copied into 16-byte-aligned rows before every launch (included in every measured time): {} us{share}",
+                self.operands.join(" and "),
+                fmt_opt(self.time_us, 1)
+            )
+        }
     }
 
     #[derive(Serialize)]
@@ -269,7 +317,7 @@ mod live {
             device: device.clone(),
             carver_version: env!("CARGO_PKG_VERSION").to_string(),
             target: TARGET.to_string(),
-            kernel_hash: family_hash(),
+            kernel_hash: family_hash(repacked(p)),
             problem: TuneProblem {
                 m: p.m,
                 n: p.n,
@@ -283,6 +331,12 @@ mod live {
                 layout_b: p.layout_b.as_str().into(),
             },
         }
+    }
+
+    /// Whether the kernel reads padded copies of A or B (rows not 16-byte aligned).
+    fn repacked(p: &Problem) -> bool {
+        let (a, b) = operand_rows(p.layout_b, p.m, p.n, p.k);
+        a.repacked() || b.repacked()
     }
 
     /// The model's top-k, or every legal point of the family's space ranked by prediction.
@@ -514,6 +568,7 @@ mod live {
             bench_wall_s: None,
             total_wall_s: None,
             stored: None,
+            repack: None,
             error: Some(error),
         }
     }
@@ -584,6 +639,7 @@ mod live {
                 .find(|c| c.config == hit.winner && c.failure.is_none())
                 .map(|c| c.model_rank);
             result.candidates = rows_from_record(&p, &hit);
+            result.repack = RepackRow::from_method(&hit.method);
             result.total_wall_s = Some(started.elapsed().as_secs_f64());
             return Ok(result);
         }
@@ -606,6 +662,7 @@ mod live {
         result.compile_wall_s = Some(outcome.compile_wall_s);
         result.bench_wall_s = Some(outcome.bench_wall_s);
         result.cublas_time_us = outcome.cublas_s().map(|t| t * 1e6);
+        result.repack = outcome.worker.repack.as_ref().map(RepackRow::from_info);
         if let Some(w) = outcome.winner() {
             let t = w.time_s().expect("the winner was timed");
             result.winner = Some(serde_json::to_value(w.spec.params)?);
@@ -778,6 +835,9 @@ mod live {
             r.winner_model_rank.map_or("-".into(), |x| x.to_string()),
             fmt_opt(r.speedup_vs_cublas, 3),
         );
+        if let Some(rp) = &r.repack {
+            println!("{}", rp.describe(r.winner_time_us));
+        }
         if let (Some(c), Some(b), Some(t)) = (r.compile_wall_s, r.bench_wall_s, r.total_wall_s) {
             println!("wall time: compile {c:.2} s, check and benchmark {b:.2} s, total {t:.2} s");
         }
@@ -809,6 +869,9 @@ mod live {
         cublas_tflops: Option<f64>,
         speedup_vs_cublas: Option<f64>,
         details: Option<carver_gpu::tune::CandidateMeasurement>,
+        /// Present when rows of A or B are not 16-byte aligned.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        repack: Option<RepackRow>,
         failure: Option<String>,
     }
 
@@ -883,6 +946,7 @@ mod live {
             cublas_tflops: cublas.map(|t| tflops(&p, t)),
             speedup_vs_cublas: cublas.zip(t).map(|(c, w)| c / w),
             details: c.measured.clone(),
+            repack: outcome.worker.repack.as_ref().map(RepackRow::from_info),
             failure: c.failure.clone(),
         };
         match args.format {
@@ -928,6 +992,9 @@ mod live {
                     .trim_end()
                 );
                 println!("{} of cuBLAS", fmt_opt(report.speedup_vs_cublas, 3));
+                if let Some(rp) = &report.repack {
+                    println!("{}", rp.describe(report.measured_time_us));
+                }
             }
         }
         if report.failure.is_some() {

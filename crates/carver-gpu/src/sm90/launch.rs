@@ -8,7 +8,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
-use super::{KERNEL_NAME, KernelSpec};
+use super::{KERNEL_NAME, KernelSpec, OperandRows};
 use crate::driver::driver_err;
 use crate::error::GpuError;
 
@@ -24,8 +24,7 @@ unsafe impl DeviceRepr for TmaMap {}
 fn encode_2d(
     input: carver::DType,
     ptr: sys::CUdeviceptr,
-    inner: u64,
-    outer: u64,
+    rows: &OperandRows,
     box_inner: u32,
     box_outer: u32,
     what: &'static str,
@@ -40,9 +39,10 @@ fn encode_2d(
             });
         }
     };
-    let dims = [inner, outer];
+    // The true extents: TMA zero-fills past them, so a padded copy's padding is never read.
+    let dims = [rows.cols, rows.rows];
     // Byte stride of the outer dimension (the inner one is contiguous).
-    let strides = [inner * 2];
+    let strides = [rows.ld * 2];
     let boxes = [box_inner, box_outer];
     let element_strides = [1u32, 1];
     let mut map = TmaMap(sys::CUtensorMap { opaque: [0; 16] });
@@ -69,21 +69,21 @@ fn encode_2d(
 }
 
 /// Tensor maps of A (row-major M x K) and B (row-major K x N, or N x K when `layout_b` is
-/// column-major), with the boxes the kernel loads.
+/// column-major), with the boxes the kernel loads. `a` and `b` say how each is laid out where
+/// `a_ptr` and `b_ptr` point (see [`operand_rows`](super::operand_rows)): every `ld` must be a
+/// multiple of 8 elements, so an operand whose rows are not points at its padded copy.
 pub fn encode_tma_maps(
     spec: &KernelSpec,
-    a: sys::CUdeviceptr,
-    b: sys::CUdeviceptr,
-    m: u64,
-    n: u64,
-    k: u64,
+    a_ptr: sys::CUdeviceptr,
+    b_ptr: sys::CUdeviceptr,
+    a: &OperandRows,
+    b: &OperandRows,
 ) -> Result<(TmaMap, TmaMap), GpuError> {
     let p = &spec.params;
     let map_a = encode_2d(
         spec.input,
+        a_ptr,
         a,
-        k,
-        m,
         p.block_k,
         p.block_m,
         "cuTensorMapEncodeTiled(A)",
@@ -92,18 +92,16 @@ pub fn encode_tma_maps(
         // In a cluster each CTA loads its share of the B tile's rows.
         Layout::Col => encode_2d(
             spec.input,
+            b_ptr,
             b,
-            k,
-            n,
             p.block_k,
             p.block_n / p.cluster_m.max(1),
             "cuTensorMapEncodeTiled(B)",
         )?,
         Layout::Row => encode_2d(
             spec.input,
+            b_ptr,
             b,
-            n,
-            k,
             64,
             p.block_k,
             "cuTensorMapEncodeTiled(B)",
@@ -232,7 +230,8 @@ impl LoadedKernel {
     /// Launches C = A B on `stream` (asynchronous).
     ///
     /// # Safety
-    /// `maps` must describe live A and B buffers of an M x K and K x N problem, and `c` must
+    /// `maps` must describe live A and B buffers (or their padded copies) of an M x K and
+    /// K x N problem, and `c` must
     /// point to at least M x N 16-bit elements, all on `stream`'s device.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn launch(

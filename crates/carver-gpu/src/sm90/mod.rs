@@ -1,5 +1,7 @@
 //! carver's own Hopper GEMM family (`cuda-sm90`): the CUDA source, its instantiation per
 //! configuration, NVRTC compilation to cubins with an on-disk cache, and (on a GPU) launching.
+//! Operands whose rows are not 16-byte aligned, which TMA cannot load, are first copied into
+//! padded buffers by the family's copy kernel (`repack`).
 //!
 //! The configuration space is [`carver::target::Sm90Params`], the same definition the
 //! recommender's `cuda-sm90` target ranks; [`KernelSpec::check`] names what this kernel does not
@@ -7,6 +9,7 @@
 
 mod compile;
 mod launch;
+mod repack;
 
 use std::fmt::Write as _;
 
@@ -19,6 +22,7 @@ pub use compile::{
     compile_source, nvrtc_version,
 };
 pub use launch::{LoadedKernel, TmaMap, encode_tma_maps};
+pub use repack::{OperandRows, REPACK_NAME, REPACK_SOURCE, RepackKernel, operand_rows};
 
 /// The kernel source as shipped (without the per-configuration header).
 pub const KERNEL_SOURCE: &str = include_str!("kernel.cu");
@@ -245,16 +249,18 @@ pub(crate) fn fnv1a(parts: &[&[u8]]) -> u64 {
 }
 
 /// Hash of the family's source and generator, as 16 hex digits: the `kernel_hash` of tuning
-/// records, so that an edited kernel is tuned again.
-pub fn family_hash() -> String {
-    format!(
-        "{:016x}",
-        fnv1a(&[
-            KERNEL_SOURCE.as_bytes(),
-            &GENERATOR_VERSION.to_le_bytes(),
-            wgmma_wrapper(256, DType::Bf16, true).as_bytes(),
-        ])
-    )
+/// records, so that an edited kernel is tuned again. With `repacked` (A or B of the problem is
+/// copied into padded rows first, see [`operand_rows`]) it covers the copy kernel too, whose
+/// time is part of such a problem's; records of aligned problems do not depend on it.
+pub fn family_hash(repacked: bool) -> String {
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(4);
+    let wrapper = wgmma_wrapper(256, DType::Bf16, true);
+    let version = GENERATOR_VERSION.to_le_bytes();
+    parts.extend([KERNEL_SOURCE.as_bytes(), &version[..], wrapper.as_bytes()]);
+    if repacked {
+        parts.push(REPACK_SOURCE.as_bytes());
+    }
+    format!("{:016x}", fnv1a(&parts))
 }
 
 #[cfg(test)]
@@ -349,6 +355,7 @@ mod tests {
     fn hashes_are_stable() {
         assert_eq!(fnv1a(&[b""]), fnv1a(&[b""]));
         assert_ne!(fnv1a(&[b"ab", b"c"]), fnv1a(&[b"a", b"bc"]));
-        assert_eq!(family_hash().len(), 16);
+        assert_eq!(family_hash(false).len(), 16);
+        assert_ne!(family_hash(false), family_hash(true));
     }
 }

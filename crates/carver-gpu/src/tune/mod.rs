@@ -18,6 +18,9 @@
 //!   more than 16) and once more at the end, and its
 //!   time is the median of those medians: the GPU's clocks drift during a run (the same cuBLAS
 //!   GEMM was seen 10% apart between runs), so each candidate has a cuBLAS timing beside it.
+//! - **Unaligned operands**: when rows of A or B are not 16-byte aligned, the family's copy into
+//!   padded rows runs before every launch of a candidate, inside its timed region (cuBLAS reads
+//!   the operands as they are); the copies are also timed alone once per worker.
 
 mod process;
 mod protocol;
@@ -33,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::GpuError;
 use crate::sm90::{CompileEvent, KernelCache, KernelSpec, compile_all};
 
-pub use protocol::{CandidateMeasurement, Reply, Request, WorkerInfo};
+pub use protocol::{CandidateMeasurement, RepackInfo, Reply, Request, WorkerInfo};
 pub use worker::serve_worker;
 
 /// At most this many cuBLAS timings are interleaved with the candidates (plus one at the end).
@@ -186,7 +189,7 @@ impl TuneOutcome {
 
     /// How the times were taken, for the tuning database.
     pub fn method(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut method = serde_json::json!({
             "timer": "cuda-events",
             "statistic": "median",
             "warmup_ms": self.timing.warmup_ms,
@@ -204,7 +207,16 @@ impl TuneOutcome {
             "cublas": "median of the medians of cuBLAS timings taken before every candidate and at the end",
             "cublas_timings": self.cublas.len(),
             "isolation": "one worker process, restarted after a fault or a hang",
-        })
+        });
+        if let Some(r) = &self.worker.repack {
+            method["repack"] = serde_json::json!({
+                "operands": r.operands,
+                "how": "copied into rows padded to 16 bytes before every launch, inside the timed region",
+                "bytes": r.bytes,
+                "copy_median_s": r.timing.median_s,
+            });
+        }
+        method
     }
 }
 
@@ -383,6 +395,7 @@ mod tests {
                 l2_bytes: 1,
                 input_sets: 2,
                 set_bytes: 4,
+                repack: None,
             },
             candidates: Vec::new(),
             cublas: Vec::new(),

@@ -41,6 +41,21 @@ pub struct WorkerInfo {
     pub input_sets: usize,
     /// Bytes of one input set.
     pub set_bytes: u64,
+    /// Present when A or B rows are not 16-byte aligned and are copied into padded buffers
+    /// before every launch of a candidate (the copies are inside its timed region).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repack: Option<RepackInfo>,
+}
+
+/// The copies that run before every candidate launch, timed alone at worker setup.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RepackInfo {
+    /// `A`, `B` or both.
+    pub operands: Vec<String>,
+    /// DRAM bytes the copies read and write per launch.
+    pub bytes: u64,
+    /// The copies alone, timed like a candidate over the rotated input sets.
+    pub timing: Timing,
 }
 
 /// A candidate that passed the check, with its times.

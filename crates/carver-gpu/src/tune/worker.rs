@@ -13,11 +13,13 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
-use super::protocol::{CandidateMeasurement, Reply, Request, WorkerInfo};
+use super::protocol::{CandidateMeasurement, RepackInfo, Reply, Request, WorkerInfo};
 use super::{GemmProblem, Timing, TimingOptions};
 use crate::driver::{driver_err, guarded, init_driver};
 use crate::error::GpuError;
-use crate::sm90::{KernelSpec, LoadedKernel, TmaMap, encode_tma_maps};
+use crate::sm90::{
+    KernelSpec, LoadedKernel, OperandRows, RepackKernel, TmaMap, encode_tma_maps, operand_rows,
+};
 
 const UTIL: &str = include_str!("util.cu");
 /// Timed launches between two synchronizations.
@@ -147,6 +149,19 @@ struct InputSet {
     b_ptr: sys::CUdeviceptr,
 }
 
+/// The padded copies of the operands whose rows are not 16-byte aligned (one buffer each, shared
+/// by all input sets) and the kernel that fills them from the current set before every launch.
+struct Repacker {
+    kernel: RepackKernel,
+    a: Option<Padded>,
+    b: Option<Padded>,
+}
+
+struct Padded {
+    _buf: CudaSlice<u16>,
+    ptr: sys::CUdeviceptr,
+}
+
 struct Bench {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -158,6 +173,9 @@ struct Bench {
     problem: GemmProblem,
     timing: TimingOptions,
     sets: Vec<InputSet>,
+    /// A and B as the kernel reads them: in place, or (`repacked()`) from `repacker`'s copies.
+    operands: (OperandRows, OperandRows),
+    repacker: Option<Repacker>,
     c: CudaSlice<u16>,
     c_ptr: sys::CUdeviceptr,
     reference: CudaSlice<u16>,
@@ -258,13 +276,19 @@ impl Bench {
         let set_elems = m * k + k * n;
         let set_bytes = set_elems * 2;
         let c_bytes = m * n * 2;
+        let operands = operand_rows(problem.layout_b, m, n, k);
+        let padded_bytes: u64 = [operands.0, operands.1]
+            .iter()
+            .filter(|o| o.repacked())
+            .map(|o| o.padded_elems() * 2)
+            .sum();
         let wanted = ((timing.l2_multiple * l2_bytes as f64) / set_bytes as f64).ceil() as u64;
         let (free, _) = ctx.mem_get_info().map_err(driver_err("cuMemGetInfo"))?;
         let budget = (free as u64) * 7 / 10;
-        let fixed = 2 * c_bytes;
+        let fixed = 2 * c_bytes + padded_bytes;
         if fixed + 2 * set_bytes > budget {
             return Err(GpuError::OutOfMemory {
-                what: "two input sets, the output and the reference",
+                what: "two input sets, the output, the reference and padded copies of A or B",
                 needed_bytes: fixed + 2 * set_bytes,
                 free_bytes: free as u64,
             });
@@ -283,6 +307,23 @@ impl Bench {
             let b_ptr = b.device_ptr(&stream).0;
             sets.push(InputSet { a, b, a_ptr, b_ptr });
         }
+        let repacker = if operands.0.repacked() || operands.1.repacked() {
+            let padded = |o: &OperandRows| -> Result<Option<Padded>, GpuError> {
+                if !o.repacked() {
+                    return Ok(None);
+                }
+                let buf = alloc(o.padded_elems())?;
+                let ptr = buf.device_ptr(&stream).0;
+                Ok(Some(Padded { _buf: buf, ptr }))
+            };
+            Some(Repacker {
+                kernel: RepackKernel::load(&ctx)?,
+                a: padded(&operands.0)?,
+                b: padded(&operands.1)?,
+            })
+        } else {
+            None
+        };
         let c = alloc(m * n)?;
         let reference = alloc(m * n)?;
         let c_ptr = c.device_ptr(&stream).0;
@@ -308,6 +349,7 @@ impl Bench {
             l2_bytes,
             input_sets: sets_n,
             set_bytes,
+            repack: None,
         };
         let mut bench = Self {
             ctx,
@@ -320,6 +362,8 @@ impl Bench {
             problem,
             timing,
             sets,
+            operands,
+            repacker,
             c,
             c_ptr,
             reference,
@@ -335,7 +379,55 @@ impl Bench {
         }
         bench.sync()?;
         bench.check_the_check()?;
+        if bench.repacker.is_some() {
+            let n = bench.sets.len();
+            let timing = bench.time(None, |b, i| b.repack(i % n))?;
+            let (a, b) = bench.operands;
+            bench.info.repack = Some(RepackInfo {
+                operands: [("A", a), ("B", b)]
+                    .into_iter()
+                    .filter(|(_, o)| o.repacked())
+                    .map(|(name, _)| name.to_string())
+                    .collect(),
+                bytes: [a, b]
+                    .iter()
+                    .filter(|o| o.repacked())
+                    .map(OperandRows::copy_bytes)
+                    .sum(),
+                timing,
+            });
+        }
         Ok(bench)
+    }
+
+    /// Copies the operands of input set `set` that need it into their padded buffers (nothing
+    /// when A and B are both aligned).
+    fn repack(&self, set: usize) -> Result<(), GpuError> {
+        let Some(r) = &self.repacker else {
+            return Ok(());
+        };
+        let s = &self.sets[set];
+        for (src, dst, rows) in [
+            (s.a_ptr, &r.a, &self.operands.0),
+            (s.b_ptr, &r.b, &self.operands.1),
+        ] {
+            if let Some(dst) = dst {
+                // SAFETY: `src` holds the dense operand, `dst` its padded copy (allocated for
+                // `rows`); both are cudaMalloc'ed (256-byte aligned) and distinct.
+                unsafe { r.kernel.launch(&self.stream, src, dst.ptr, rows)? };
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the kernel reads A and B of input set `set`: the set itself, or the padded copies.
+    fn operand_ptrs(&self, set: usize) -> (sys::CUdeviceptr, sys::CUdeviceptr) {
+        let s = &self.sets[set];
+        let r = self.repacker.as_ref();
+        (
+            r.and_then(|r| r.a.as_ref()).map_or(s.a_ptr, |p| p.ptr),
+            r.and_then(|r| r.b.as_ref()).map_or(s.b_ptr, |p| p.ptr),
+        )
     }
 
     /// The comparison must be able to fail: an unwritten (poisoned) output is caught, and two
@@ -535,17 +627,21 @@ impl Bench {
             )));
         }
         let grid = kernel.grid(p.m, p.n, self.info.sms)?;
-        let maps: Vec<(TmaMap, TmaMap)> = self
-            .sets
-            .iter()
-            .map(|s| encode_tma_maps(spec, s.a_ptr, s.b_ptr, p.m, p.n, p.k))
+        let (a_rows, b_rows) = self.operands;
+        let maps: Vec<(TmaMap, TmaMap)> = (0..self.sets.len())
+            .map(|i| {
+                let (a, b) = self.operand_ptrs(i);
+                encode_tma_maps(spec, a, b, &a_rows, &b_rows)
+            })
             .collect::<Result<_, _>>()?;
 
         // Check on fresh inputs against cuBLAS, the output poisoned first.
         self.refill(0)?;
         self.cublas_into(0, self.ref_ptr)?;
         self.poison_output()?;
-        // SAFETY: the maps describe set 0's live buffers; `c` holds M x N elements.
+        self.repack(0)?;
+        // SAFETY: the maps describe set 0's live buffers (or their copies, just filled); `c`
+        // holds M x N elements.
         unsafe {
             kernel.launch(&self.stream, &maps[0], self.c_ptr, p.m, p.n, p.k, grid)?;
         }
@@ -563,7 +659,9 @@ impl Bench {
 
         let c = self.c_ptr;
         let n_sets = maps.len();
+        // The copies belong to the operation: they run, and are timed, before every launch.
         let timing = self.time(best_s, |b, i| {
+            b.repack(i % n_sets)?;
             // SAFETY: as above, for set i.
             unsafe { kernel.launch(&b.stream, &maps[i % n_sets], c, p.m, p.n, p.k, grid) }
         })?;
