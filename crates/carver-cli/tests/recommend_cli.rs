@@ -267,6 +267,60 @@ fn bad_input_exits_non_zero_with_a_reason() {
 }
 
 #[test]
+fn cuda_sm90_prices_the_repack_of_unaligned_operands() {
+    // K = 999 and N = 777: neither A's nor B's rows are 16 bytes, so both are copied first.
+    let v = json(carver().args([
+        "recommend",
+        "--arch",
+        "h100",
+        "--target",
+        "cuda-sm90",
+        "--dtype",
+        "bf16",
+        "--m",
+        "333",
+        "--n",
+        "777",
+        "--k",
+        "999",
+        "--format",
+        "json",
+    ]));
+    let hints = v["results"][0]["hints"].as_array().unwrap();
+    assert!(!hints.is_empty(), "{v}");
+    for h in hints {
+        let p = &h["prediction"];
+        let repack = p["breakdown"]["repack_us"].as_f64().unwrap();
+        assert!(repack > 0.0, "{h}");
+        assert!(p["time_us"].as_f64().unwrap() > repack, "{h}");
+    }
+    // Aligned operands are read in place: the field is left out.
+    let v = json(carver().args([
+        "recommend",
+        "--arch",
+        "h100",
+        "--target",
+        "cuda-sm90",
+        "--dtype",
+        "bf16",
+        "--m",
+        "1024",
+        "--n",
+        "1024",
+        "--k",
+        "1024",
+        "--format",
+        "json",
+    ]));
+    for h in v["results"][0]["hints"].as_array().unwrap() {
+        assert!(
+            h["prediction"]["breakdown"].get("repack_us").is_none(),
+            "{h}"
+        );
+    }
+}
+
+#[test]
 fn explain_prints_the_breakdown() {
     carver()
         .args([

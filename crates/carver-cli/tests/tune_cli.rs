@@ -1,6 +1,7 @@
 //! `carver tune` and `carver bench`: argument errors and the worker protocol anywhere; clean
 //! failures on a machine without a GPU; on a Hopper GPU, real tuning runs (correctness against
-//! cuBLAS, a stored winner answered from the database, ragged sizes and both B layouts).
+//! cuBLAS, a stored winner answered from the database, ragged sizes and both B layouts, operands
+//! whose rows are not 16-byte aligned).
 //! GPU cases skip, saying why, where they cannot run.
 
 use std::path::Path;
@@ -413,6 +414,8 @@ fn on_a_hopper_gpu_every_epilogue_path_matches_cublas() {
             compile_threads: 4,
         };
         let outcome = tune(&job, &worker, &|_| {}).unwrap();
+        // Aligned operands are read in place: no copies.
+        assert!(outcome.worker.repack.is_none(), "{m}x{n}x{k}");
         for c in &outcome.candidates {
             let what = format!("{m}x{n}x{k} {}", c.spec.label());
             match (&c.measured, &c.failure) {
@@ -422,4 +425,173 @@ fn on_a_hopper_gpu_every_epilogue_path_matches_cublas() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Operands whose rows are not 16-byte aligned are copied into padded rows before every launch:
+/// A alone (K = 1001), row-major B alone (N = 777), both (row-major B with K = 999 and N = 777,
+/// or K = 3001 and N = 2049; column-major B with K = 1003 or 998), bf16 and f16, clusters and
+/// persistent grids, every candidate against cuBLAS. The padding of a copy holds other values
+/// of the operand, so a kernel that read it would fail the check. Then the CLI: `carver tune`
+/// reports the repack, stores the winner, and `carver bench` times it again.
+#[cfg(feature = "gpu")]
+#[test]
+fn on_a_hopper_gpu_unaligned_operands_are_repacked_and_match_cublas() {
+    use carver::target::Sm90Params;
+    use carver::{DType, Layout};
+    use carver_gpu::sm90::KernelCache;
+    use carver_gpu::tune::{Candidate, GemmProblem, TimingOptions, TuneJob, tune};
+
+    let cache = TempDir::new().unwrap();
+    if !hopper_or_skip(cache.path()) {
+        return;
+    }
+    let kernels = KernelCache::new(cache.path()).unwrap();
+    // (block_m, block_n, stages, consumers, cluster_m, persistent)
+    let row_major_b: &[(u32, u32, u32, u32, u32, bool)] = &[
+        (128, 256, 4, 2, 1, true),
+        (256, 128, 4, 2, 2, true),
+        (128, 192, 5, 2, 2, false),
+        (64, 64, 8, 1, 1, false),
+    ];
+    let col_major_b: &[(u32, u32, u32, u32, u32, bool)] = &[
+        (128, 144, 5, 2, 1, false),
+        (128, 176, 4, 2, 2, true),
+        (64, 16, 4, 1, 1, true),
+        (256, 128, 4, 2, 2, true),
+    ];
+    // (m, n, k, B layout, dtype, configs, operands copied)
+    let problems = [
+        (333, 1024, 1001, Layout::Row, DType::Bf16, row_major_b, "A"),
+        (777, 777, 512, Layout::Row, DType::F16, row_major_b, "B"),
+        (333, 777, 999, Layout::Row, DType::Bf16, row_major_b, "A B"),
+        (
+            1537,
+            2049,
+            3001,
+            Layout::Row,
+            DType::F16,
+            row_major_b,
+            "A B",
+        ),
+        (
+            333,
+            1000,
+            1003,
+            Layout::Col,
+            DType::Bf16,
+            col_major_b,
+            "A B",
+        ),
+        (777, 1001, 998, Layout::Col, DType::F16, col_major_b, "A B"),
+    ];
+    let bin = carver_bin();
+    let worker = || {
+        let mut c = std::process::Command::new(&bin);
+        c.args(["tune", "--worker"]);
+        c
+    };
+    let mut failures = Vec::new();
+    for (m, n, k, layout_b, dtype, configs, copied) in problems {
+        let problem = GemmProblem {
+            m,
+            n,
+            k,
+            input: dtype,
+            output: dtype,
+            layout_b,
+        };
+        let candidates = configs
+            .iter()
+            .enumerate()
+            .map(
+                |(i, &(block_m, block_n, stages, consumers, cluster_m, persistent))| Candidate {
+                    spec: problem.spec(Sm90Params {
+                        block_m,
+                        block_n,
+                        block_k: 64,
+                        stages,
+                        consumers,
+                        group_m: 8,
+                        cluster_m,
+                        persistent,
+                    }),
+                    model_rank: i as u32 + 1,
+                    predicted_s: 1e-5,
+                },
+            )
+            .collect();
+        let job = TuneJob {
+            problem,
+            candidates,
+            device: 0,
+            cache: &kernels,
+            timing: TimingOptions {
+                warmup_ms: 1.0,
+                measure_ms: 1.0,
+                min_runs: 1,
+                max_runs: 3,
+                l2_multiple: 0.0,
+                ..TimingOptions::default()
+            },
+            watchdog: std::time::Duration::from_secs(30),
+            compile_threads: 4,
+        };
+        let outcome = tune(&job, &worker, &|_| {}).unwrap();
+        let repack = outcome.worker.repack.as_ref().expect("a repack");
+        assert_eq!(repack.operands.join(" "), copied, "{m}x{n}x{k}");
+        assert!(repack.timing.median_s > 0.0);
+        for c in &outcome.candidates {
+            let what = format!("{m}x{n}x{k} {}", c.spec.label());
+            match (&c.measured, &c.failure) {
+                (Some(meas), _) => eprintln!(
+                    "{what}: relative error {:.2e}, {:.1} us with the copies ({:.1} us alone)",
+                    meas.rel_error,
+                    meas.timing.median_s * 1e6,
+                    repack.timing.median_s * 1e6
+                ),
+                (None, failure) => failures.push(format!("{what}: {failure:?}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // The CLI path: the recommender accepts the shape, the worker repacks, the result is stored.
+    let dims = ["--m", "333", "--n", "777", "--k", "999", "--topk", "3"];
+    let report = tune_json(cache.path(), &dims);
+    let r = &report["results"][0];
+    assert_eq!(r["source"], "tuned", "{r}");
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(
+        r["repack"]["operands"],
+        serde_json::json!(["A", "B"]),
+        "{r}"
+    );
+    assert!(r["repack"]["time_us"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(r["stored"], "inserted");
+    for c in r["candidates"].as_array().unwrap() {
+        if let Some(d) = c.get("details").filter(|d| !d.is_null()) {
+            assert!(d["rel_error"].as_f64().unwrap() < 1e-2, "{c}");
+        }
+    }
+    let again = tune_json(cache.path(), &dims);
+    assert_eq!(again["results"][0]["source"], "database");
+    assert_eq!(again["results"][0]["repack"], r["repack"]);
+    let out = carver(
+        cache.path(),
+        &[
+            "bench", "--m", "333", "--n", "777", "--k", "999", "--format", "json",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let b: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(b["config_source"], "database");
+    assert!(b["measured_time_us"].as_f64().unwrap() > 0.0);
+    assert!(b["details"]["rel_error"].as_f64().unwrap() < 1e-2, "{b}");
+    assert_eq!(
+        b["repack"]["operands"],
+        serde_json::json!(["A", "B"]),
+        "{b}"
+    );
 }
