@@ -22,17 +22,17 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 tune() { # name, then tune arguments
     local name=$1
     shift
-    local start=$(date +%s.%N)
+    local start=$EPOCHREALTIME
     "$bin" tune "$@" --cache-dir "$cache/$name" --format json >"$out/$name.json" 2>"$out/$name.log"
-    echo "$name: exit $? in $(echo "$(date +%s.%N) - $start" | bc) s" >>"$out/runs.txt"
+    echo "$name: exit $? in $(awk "BEGIN { print $EPOCHREALTIME - $start }") s" >>"$out/runs.txt"
 }
 
 tune_in() { # cache directory, name, then tune arguments
     local dir=$1 name=$2
     shift 2
-    local start=$(date +%s.%N)
+    local start=$EPOCHREALTIME
     "$bin" tune "$@" --cache-dir "$dir" --format json >"$out/$name.json" 2>"$out/$name.log"
-    echo "$name: exit $? in $(echo "$(date +%s.%N) - $start" | bc) s" >>"$out/runs.txt"
+    echo "$name: exit $? in $(awk "BEGIN { print $EPOCHREALTIME - $start }") s" >>"$out/runs.txt"
 }
 
 if [ "${ONLY_EXHAUSTIVE:-0}" != 1 ]; then
