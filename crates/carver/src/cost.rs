@@ -90,9 +90,20 @@ fn geometry(p: &Problem, c: &TileConfig, res: Resources, arch: &Arch) -> Geometr
         arch,
         tiles_m,
         tiles_n,
-        tiles_m * tiles_n * p.batch,
+        launched_tiles(c, tiles_m, tiles_n, p.batch),
         iters,
     )
+}
+
+/// Tiles the grid runs: a cluster spans `cluster_m x cluster_n` tiles, so the grid rounds the
+/// tile rows and columns up to whole clusters, and the CTAs past the matrix edge still run their
+/// main loop (their loads are zero-filled, their multicast halves are needed by their partners).
+fn launched_tiles(c: &TileConfig, tiles_m: u64, tiles_n: u64, batch: u64) -> u64 {
+    let whole = |tiles: u64, cluster: u32| {
+        let cluster = u64::from(cluster.max(1));
+        tiles.div_ceil(cluster) * cluster
+    };
+    whole(tiles_m, c.cluster_m) * whole(tiles_n, c.cluster_n) * batch
 }
 
 fn geometry_of(
@@ -498,7 +509,7 @@ impl<'a> Pricer<'a> {
         StructureTerms {
             tiles_m,
             tiles_n,
-            tiles: tiles_m * tiles_n * p.batch,
+            tiles: launched_tiles(c, tiles_m, tiles_n, p.batch),
             iters,
             flops_per_iter: 2.0 * bm * bn * bk,
             smem_per_iter: (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e,
@@ -650,6 +661,7 @@ impl<'a> Pricer<'a> {
         };
         let mut main = 0.0;
         let mut epilogue = 0.0;
+        let mut last_epilogue = 0.0;
         let mut add_wave = |resident: f64, blocks: f64, count: f64| {
             let it = iteration(resident, blocks);
             // The wave's tiles leave at the global write rate, and no block finishes before its own
@@ -658,9 +670,11 @@ impl<'a> Pricer<'a> {
                 .max(epilogue_bytes_per_block / port);
             if c.persistent {
                 // A persistent block's producer loads the next tile while its consumers store
-                // this one: the next tile's pipeline fill hides under the epilogue.
+                // this one: the next tile's pipeline fill hides under the epilogue (the last
+                // round's epilogue has no next tile; see below).
                 main += count * iters * it.total();
                 epilogue += count * epi.max(fill);
+                last_epilogue = epi;
             } else {
                 main += count * (iters * it.total() + fill);
                 epilogue += count * epi;
@@ -681,8 +695,10 @@ impl<'a> Pricer<'a> {
             add_wave(resident, tail_blocks as f64, 1.0);
         }
         if c.persistent {
-            // Only the first tile's fill is exposed.
+            // Only the first tile's fill is exposed, and the last round's epilogue overlaps
+            // nothing.
             main += fill;
+            epilogue -= last_epilogue.max(fill) - last_epilogue;
         }
 
         let overhead = LAUNCH_OVERHEAD_US * 1e-6;
