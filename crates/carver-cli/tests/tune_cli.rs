@@ -322,6 +322,63 @@ fn on_a_hopper_gpu_a_faulting_or_hanging_candidate_does_not_end_the_run() {
     assert_eq!(outcome.worker_restarts, 2);
 }
 
+/// Tunes explicit cuda-sm90 configurations `(block_m, block_n, stages, consumers, cluster_m,
+/// persistent)` of `problem` in worker processes, with timing cut to a few runs: the GPU tests
+/// that use it check results, not speed.
+#[cfg(feature = "gpu")]
+fn tune_configs(
+    problem: carver_gpu::tune::GemmProblem,
+    configs: &[(u32, u32, u32, u32, u32, bool)],
+    kernels: &carver_gpu::sm90::KernelCache,
+) -> carver_gpu::tune::TuneOutcome {
+    use carver::target::Sm90Params;
+    use carver_gpu::tune::{Candidate, TimingOptions, TuneJob, tune};
+
+    let bin = carver_bin();
+    let worker = || {
+        let mut c = std::process::Command::new(&bin);
+        c.args(["tune", "--worker"]);
+        c
+    };
+    let candidates = configs
+        .iter()
+        .enumerate()
+        .map(
+            |(i, &(block_m, block_n, stages, consumers, cluster_m, persistent))| Candidate {
+                spec: problem.spec(Sm90Params {
+                    block_m,
+                    block_n,
+                    block_k: 64,
+                    stages,
+                    consumers,
+                    group_m: 8,
+                    cluster_m,
+                    persistent,
+                }),
+                model_rank: i as u32 + 1,
+                predicted_s: 1e-5,
+            },
+        )
+        .collect();
+    let job = TuneJob {
+        problem,
+        candidates,
+        device: 0,
+        cache: kernels,
+        timing: TimingOptions {
+            warmup_ms: 1.0,
+            measure_ms: 1.0,
+            min_runs: 1,
+            max_runs: 3,
+            l2_multiple: 0.0,
+            ..TimingOptions::default()
+        },
+        watchdog: std::time::Duration::from_secs(30),
+        compile_threads: 4,
+    };
+    tune(&job, &worker, &|_| {}).unwrap()
+}
+
 /// Every path of the kernel's epilogue against cuBLAS: ragged M and N with rows of C that start
 /// on 16-, 4- and 2-byte boundaries (N = 1000, 1002, 1001), column chunks of 16 to 64, tiles
 /// whose last chunks lie wholly past N, 1 to 4 m-slabs, 1 or 2 consumers, clusters, persistent
@@ -329,10 +386,9 @@ fn on_a_hopper_gpu_a_faulting_or_hanging_candidate_does_not_end_the_run() {
 #[cfg(feature = "gpu")]
 #[test]
 fn on_a_hopper_gpu_every_epilogue_path_matches_cublas() {
-    use carver::target::Sm90Params;
     use carver::{DType, Layout};
     use carver_gpu::sm90::KernelCache;
-    use carver_gpu::tune::{Candidate, GemmProblem, TimingOptions, TuneJob, tune};
+    use carver_gpu::tune::GemmProblem;
 
     let cache = TempDir::new().unwrap();
     if !hopper_or_skip(cache.path()) {
@@ -361,12 +417,6 @@ fn on_a_hopper_gpu_every_epilogue_path_matches_cublas() {
         (333, 1002, 200, Layout::Col, DType::F16, col_major_b),
         (333, 1001, 136, Layout::Col, DType::Bf16, col_major_b),
     ];
-    let bin = carver_bin();
-    let worker = || {
-        let mut c = std::process::Command::new(&bin);
-        c.args(["tune", "--worker"]);
-        c
-    };
     let mut failures = Vec::new();
     for (m, n, k, layout_b, dtype, configs) in problems {
         let problem = GemmProblem {
@@ -377,43 +427,7 @@ fn on_a_hopper_gpu_every_epilogue_path_matches_cublas() {
             output: dtype,
             layout_b,
         };
-        let candidates = configs
-            .iter()
-            .enumerate()
-            .map(
-                |(i, &(block_m, block_n, stages, consumers, cluster_m, persistent))| Candidate {
-                    spec: problem.spec(Sm90Params {
-                        block_m,
-                        block_n,
-                        block_k: 64,
-                        stages,
-                        consumers,
-                        group_m: 8,
-                        cluster_m,
-                        persistent,
-                    }),
-                    model_rank: i as u32 + 1,
-                    predicted_s: 1e-5,
-                },
-            )
-            .collect();
-        let job = TuneJob {
-            problem,
-            candidates,
-            device: 0,
-            cache: &kernels,
-            timing: TimingOptions {
-                warmup_ms: 1.0,
-                measure_ms: 1.0,
-                min_runs: 1,
-                max_runs: 3,
-                l2_multiple: 0.0,
-                ..TimingOptions::default()
-            },
-            watchdog: std::time::Duration::from_secs(30),
-            compile_threads: 4,
-        };
-        let outcome = tune(&job, &worker, &|_| {}).unwrap();
+        let outcome = tune_configs(problem, configs, &kernels);
         // Aligned operands are read in place: no copies.
         assert!(outcome.worker.repack.is_none(), "{m}x{n}x{k}");
         for c in &outcome.candidates {
@@ -436,10 +450,9 @@ fn on_a_hopper_gpu_every_epilogue_path_matches_cublas() {
 #[cfg(feature = "gpu")]
 #[test]
 fn on_a_hopper_gpu_unaligned_operands_are_repacked_and_match_cublas() {
-    use carver::target::Sm90Params;
     use carver::{DType, Layout};
     use carver_gpu::sm90::KernelCache;
-    use carver_gpu::tune::{Candidate, GemmProblem, TimingOptions, TuneJob, tune};
+    use carver_gpu::tune::GemmProblem;
 
     let cache = TempDir::new().unwrap();
     if !hopper_or_skip(cache.path()) {
@@ -484,12 +497,6 @@ fn on_a_hopper_gpu_unaligned_operands_are_repacked_and_match_cublas() {
         ),
         (777, 1001, 998, Layout::Col, DType::F16, col_major_b, "A B"),
     ];
-    let bin = carver_bin();
-    let worker = || {
-        let mut c = std::process::Command::new(&bin);
-        c.args(["tune", "--worker"]);
-        c
-    };
     let mut failures = Vec::new();
     for (m, n, k, layout_b, dtype, configs, copied) in problems {
         let problem = GemmProblem {
@@ -500,43 +507,7 @@ fn on_a_hopper_gpu_unaligned_operands_are_repacked_and_match_cublas() {
             output: dtype,
             layout_b,
         };
-        let candidates = configs
-            .iter()
-            .enumerate()
-            .map(
-                |(i, &(block_m, block_n, stages, consumers, cluster_m, persistent))| Candidate {
-                    spec: problem.spec(Sm90Params {
-                        block_m,
-                        block_n,
-                        block_k: 64,
-                        stages,
-                        consumers,
-                        group_m: 8,
-                        cluster_m,
-                        persistent,
-                    }),
-                    model_rank: i as u32 + 1,
-                    predicted_s: 1e-5,
-                },
-            )
-            .collect();
-        let job = TuneJob {
-            problem,
-            candidates,
-            device: 0,
-            cache: &kernels,
-            timing: TimingOptions {
-                warmup_ms: 1.0,
-                measure_ms: 1.0,
-                min_runs: 1,
-                max_runs: 3,
-                l2_multiple: 0.0,
-                ..TimingOptions::default()
-            },
-            watchdog: std::time::Duration::from_secs(30),
-            compile_threads: 4,
-        };
-        let outcome = tune(&job, &worker, &|_| {}).unwrap();
+        let outcome = tune_configs(problem, configs, &kernels);
         let repack = outcome.worker.repack.as_ref().expect("a repack");
         assert_eq!(repack.operands.join(" "), copied, "{m}x{n}x{k}");
         assert!(repack.timing.median_s > 0.0);
