@@ -11,8 +11,12 @@ fn summary(arch: &str, template: MatmulTemplate, topk: usize) -> Vec<String> {
         .unwrap()
         .iter()
         .map(|h| {
+            let repack = match h.prediction.breakdown.repack_us {
+                0.0 => String::new(),
+                us => format!(", {us:.3e} us of operand repack"),
+            };
             format!(
-                "#{} {} | {:.3e} us, {}-bound, {} B smem, {} blocks/SM",
+                "#{} {} | {:.3e} us, {}-bound, {} B smem, {} blocks/SM{repack}",
                 h.rank,
                 h.config,
                 h.prediction.time_us,
@@ -56,4 +60,22 @@ fn l40s_generic_fp8() {
         .with_dtype(DType::E4m3)
         .with_target(Target::Generic);
     insta::assert_debug_snapshot!(summary("l40s", t, 4));
+}
+
+#[test]
+fn h100_sm90_short_k() {
+    // Persistent variants first: their next tile's fill hides under the epilogue.
+    let t = MatmulTemplate::new(4096, 4096, 96)
+        .with_dtype(DType::Bf16)
+        .with_target(Target::CudaSm90);
+    insta::assert_debug_snapshot!(summary("h100", t, 4));
+}
+
+#[test]
+fn h100_sm90_unaligned_operands() {
+    // Both operands repacked before the kernel: the copies are in every prediction.
+    let t = MatmulTemplate::new(333, 777, 999)
+        .with_dtype(DType::Bf16)
+        .with_target(Target::CudaSm90);
+    insta::assert_debug_snapshot!(summary("h100", t, 4));
 }
