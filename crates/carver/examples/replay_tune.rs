@@ -96,17 +96,10 @@ fn main() {
                 .with_target(Target::CudaSm90)
                 .with_dtype(DType::Bf16);
             let hints = recommend_hints(&tpl, arch, 8).unwrap();
-            let times: Vec<f64> = hints
-                .iter()
-                .map(|h| measured[&key(&h.config)])
-                .collect();
+            let times: Vec<f64> = hints.iter().map(|h| measured[&key(&h.config)]).collect();
             let r1 = best / times[0];
             let r8 = best / times.iter().copied().fold(f64::INFINITY, f64::min);
-            let best_key = measured
-                .iter()
-                .min_by(|a, b| a.1.total_cmp(b.1))
-                .unwrap()
-                .0;
+            let best_key = measured.iter().min_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
             println!(
                 "{name:<10} {r1:>5.3}  {r8:>5.3}   {} / {best_key}",
                 key(&hints[0].config)
