@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context;
 use carver::{DType, Hint, Layout, MatmulTemplate, Target, recommend_hints};
 use carver_arch::Arch;
 use carver_schema::{ProblemSpec, RecommendOutput, RecommendResult, SCHEMA_VERSION, ShapeSpec};
@@ -13,7 +12,7 @@ use clap::Args;
 
 use crate::Globals;
 use crate::output::{Format, print_json, table};
-use crate::shapes::{ParsedShape, read_shapes};
+use crate::shapes::{ParsedShape, shape_rows};
 
 #[derive(Debug, Args)]
 pub struct RecommendArgs {
@@ -115,19 +114,7 @@ pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--topk must be at least 1");
     }
     let archs = resolve_archs(globals, &args.arch)?;
-    let rows = match &args.shapes {
-        Some(path) => read_shapes(path)?,
-        None => vec![crate::shapes::ShapeRow {
-            line: 0,
-            parsed: Ok(ParsedShape {
-                name: None,
-                m: args.m.context("--m is required")?,
-                n: args.n.context("--n is required")?,
-                k: args.k.context("--k is required")?,
-                batch: args.batch,
-            }),
-        }],
-    };
+    let rows = shape_rows(args.shapes.as_deref(), args.m, args.n, args.k, args.batch)?;
 
     // Read-only: recommending never creates, repairs or migrates the tuning database.
     let tuned = match globals.cache_dir() {

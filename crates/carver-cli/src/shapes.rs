@@ -22,6 +22,30 @@ pub struct ParsedShape {
     pub batch: u64,
 }
 
+/// The shapes a command works on: the rows of `--shapes FILE`, or the one shape `--m/--n/--k`
+/// name (each required then).
+pub fn shape_rows(
+    shapes: Option<&Path>,
+    m: Option<u64>,
+    n: Option<u64>,
+    k: Option<u64>,
+    batch: u64,
+) -> anyhow::Result<Vec<ShapeRow>> {
+    match shapes {
+        Some(path) => read_shapes(path),
+        None => Ok(vec![ShapeRow {
+            line: 0,
+            parsed: Ok(ParsedShape {
+                name: None,
+                m: m.context("--m is required")?,
+                n: n.context("--n is required")?,
+                k: k.context("--k is required")?,
+                batch,
+            }),
+        }]),
+    }
+}
+
 pub fn read_shapes(path: &Path) -> anyhow::Result<Vec<ShapeRow>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read shapes file {}", path.display()))?;

@@ -156,7 +156,7 @@ mod live {
     use super::{BenchArgs, TuneArgs};
     use crate::Globals;
     use crate::output::{Format, print_json, table};
-    use crate::shapes::{ParsedShape, ShapeRow, read_shapes};
+    use crate::shapes::{ParsedShape, shape_rows};
 
     const TARGET: Target = Target::CudaSm90;
 
@@ -699,19 +699,7 @@ mod live {
         if args.topk == 0 {
             anyhow::bail!("--topk must be at least 1");
         }
-        let rows = match &args.shapes {
-            Some(path) => read_shapes(path)?,
-            None => vec![ShapeRow {
-                line: 0,
-                parsed: Ok(ParsedShape {
-                    name: None,
-                    m: args.m.context("--m is required")?,
-                    n: args.n.context("--n is required")?,
-                    k: args.k.context("--k is required")?,
-                    batch: 1,
-                }),
-            }],
-        };
+        let rows = shape_rows(args.shapes.as_deref(), args.m, args.n, args.k, 1)?;
         let session = open_session(globals, args.device)?;
         let mut results = Vec::new();
         for row in &rows {

@@ -78,23 +78,6 @@ pub fn blocks_per_sm(config: &TileConfig, res: Resources, arch: &Arch) -> u32 {
     (smem as u32).min(regs).min(threads).min(arch.sm.max_blocks)
 }
 
-fn geometry(p: &Problem, c: &TileConfig, res: Resources, arch: &Arch) -> Geometry {
-    let tiles_m = p.m.div_ceil(u64::from(c.block_m));
-    let tiles_n = p.n.div_ceil(u64::from(c.block_n));
-    let iters =
-        p.k.div_ceil(u64::from(c.block_k))
-            .div_ceil(u64::from(c.split_k));
-    geometry_of(
-        c,
-        res,
-        arch,
-        tiles_m,
-        tiles_n,
-        launched_tiles(c, tiles_m, tiles_n, p.batch),
-        iters,
-    )
-}
-
 /// Tiles the grid runs: a cluster spans `cluster_m x cluster_n` tiles, so the grid rounds the
 /// tile rows and columns up to whole clusters, and the CTAs past the matrix edge still run their
 /// main loop (their loads are zero-filled, their multicast halves are needed by their partners).
@@ -139,19 +122,12 @@ pub fn launch_order_matters(p: &Problem, arch: &Arch) -> bool {
     inputs > arch.l2.size_bytes as f64 * L2_USABLE_FRACTION
 }
 
-/// Bytes of A and B the main loop of `config` pulls from DRAM: what its launch order decides.
-pub fn launch_order_traffic(p: &Problem, config: &TileConfig, res: Resources, arch: &Arch) -> f64 {
-    let g = geometry(p, config, res, arch);
-    mainloop_dram_bytes(p, config, &g, arch)
-}
-
 /// Bytes of A and B the main loop pulls from DRAM, given the launch order and the L2.
 fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -> f64 {
     let e = f64::from(p.in_bytes());
     let (m, n, k, batch) = (p.m as f64, p.n as f64, p.k as f64, p.batch as f64);
     let l2 = arch.l2.size_bytes as f64 * L2_USABLE_FRACTION;
-    let a_panel = f64::from(c.block_m).min(m) * k * e;
-    let b_panel = f64::from(c.block_n).min(n) * k * e;
+    let (a_panel, b_panel) = panel_bytes(p, c);
     let (tiles_m, tiles_n) = (g.tiles_m, g.tiles_n);
 
     // Blocks run in waves of `concurrent` consecutive tiles of the launch order: groups of
@@ -204,12 +180,19 @@ fn line_efficiencies(p: &Problem, c: &TileConfig, arch: &Arch) -> (f64, f64) {
     (efficiency(a_row), efficiency(b_row))
 }
 
+/// Bytes of one A panel (a tile's rows over all of K) and one B panel (its columns).
+fn panel_bytes(p: &Problem, c: &TileConfig) -> (f64, f64) {
+    let e = f64::from(p.in_bytes());
+    let k = p.k as f64;
+    (
+        f64::from(c.block_m).min(p.m as f64) * k * e,
+        f64::from(c.block_n).min(p.n as f64) * k * e,
+    )
+}
+
 /// The fewest bytes of A and B any launch order can pull from DRAM: every panel once.
 fn mainloop_dram_floor(p: &Problem, c: &TileConfig, t: &StructureTerms, arch: &Arch) -> f64 {
-    let e = f64::from(p.in_bytes());
-    let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
-    let a_panel = f64::from(c.block_m).min(m) * k * e;
-    let b_panel = f64::from(c.block_n).min(n) * k * e;
+    let (a_panel, b_panel) = panel_bytes(p, c);
     let (a_line, b_line) = line_efficiencies(p, c, arch);
     p.batch as f64 * (a_panel * t.tiles_m as f64 / a_line + b_panel * t.tiles_n as f64 / b_line)
 }
@@ -261,10 +244,8 @@ struct Evaluation {
     /// Per-resource sums over all waves (zero unless the full evaluation ran).
     totals: IterationTimes,
     epilogue: f64,
-    split_k_time: f64,
     overhead: f64,
     dram_total: f64,
-    l2_mainloop: f64,
     slots: u64,
 }
 
@@ -361,26 +342,19 @@ impl<'a> Pricer<'a> {
         })
     }
 
-    /// Predicted time of one configuration in seconds, without the breakdown (`None` when no
-    /// block fits on an SM). The policy prices hundreds of points with this.
-    pub fn time(&self, c: &TileConfig, res: Resources) -> Option<f64> {
-        self.evaluate::<false>(&self.terms(c), c, res)
-            .map(|e| e.time)
-    }
-
     /// Predicts the time of one configuration (`None` when no block fits on an SM).
     pub fn predict(&self, c: &TileConfig, res: Resources) -> Option<Prediction> {
+        let t = self.terms(c);
         let Evaluation {
             time,
             g,
             totals,
             epilogue,
-            split_k_time,
             overhead,
             dram_total,
-            l2_mainloop,
             slots,
-        } = self.evaluate::<true>(&self.terms(c), c, res)?;
+        } = self.evaluate::<true>(&t, c, res)?;
+        let (split_k_time, l2_mainloop) = (t.split_k_time, t.l2_mainloop);
         let (p, dram_bw) = (self.p, self.dram_bw);
         let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
         let bound = {
@@ -526,6 +500,12 @@ impl<'a> Pricer<'a> {
     /// Predicted time of `c` in seconds, its structure's terms already worked out.
     pub fn time_with(&self, t: &StructureTerms, c: &TileConfig, res: Resources) -> Option<f64> {
         self.evaluate::<false>(t, c, res).map(|e| e.time)
+    }
+
+    /// Bytes of A and B the main loop of `c` pulls from DRAM: what its launch order decides.
+    pub fn launch_order_traffic(&self, t: &StructureTerms, c: &TileConfig, res: Resources) -> f64 {
+        let g = geometry_of(c, res, self.arch, t.tiles_m, t.tiles_n, t.tiles, t.iters);
+        mainloop_dram_bytes(self.p, c, &g, self.arch)
     }
 
     /// A time no pipeline depth or launch order of this structure can beat: the model's own
@@ -711,10 +691,8 @@ impl<'a> Pricer<'a> {
             g,
             totals,
             epilogue,
-            split_k_time: t.split_k_time,
             overhead,
             dram_total,
-            l2_mainloop,
             slots,
         })
     }

@@ -35,9 +35,7 @@ use std::collections::BinaryHeap;
 
 use ordered_float::OrderedFloat;
 
-use crate::cost::{
-    Pricer, StructureTerms, blocks_per_sm, launch_order_matters, launch_order_traffic,
-};
+use crate::cost::{Pricer, StructureTerms, blocks_per_sm, launch_order_matters};
 use crate::dtype::Layout;
 use crate::rank::{DIVERSITY_WINDOW, SIMILARITY_PENALTY};
 use crate::target::{KernelFamily, Resources, check_fits};
@@ -248,7 +246,7 @@ fn price(
         // there is a single tile row.
         let base = if order_matters && u64::from(plain.block_m) < p.m {
             TileConfig {
-                raster: choose_group(family, p, arch, plain),
+                raster: choose_group(pricer, terms, family, plain, res_lo),
                 ..plain
             }
         } else {
@@ -306,7 +304,13 @@ impl Fastest {
 }
 
 /// The launch order (of the family's groups) whose main loop moves the fewest DRAM bytes.
-fn choose_group(family: &dyn KernelFamily, p: &Problem, arch: &Arch, plain: TileConfig) -> Raster {
+fn choose_group(
+    pricer: &Pricer,
+    terms: &StructureTerms,
+    family: &dyn KernelFamily,
+    plain: TileConfig,
+    res: Resources,
+) -> Raster {
     let mut best = (f64::INFINITY, plain.raster);
     for &group in family.groups() {
         let tile = TileConfig {
@@ -316,7 +320,7 @@ fn choose_group(family: &dyn KernelFamily, p: &Problem, arch: &Arch, plain: Tile
             },
             ..plain
         };
-        let bytes = launch_order_traffic(p, &tile, family.resources(&tile, p), arch);
+        let bytes = pricer.launch_order_traffic(terms, &tile, res);
         if bytes < best.0 * (1.0 - 1e-9) {
             best = (bytes, tile.raster);
         }

@@ -4,21 +4,12 @@
 //! difference from what is already picked, because the model's errors are correlated between
 //! similar configurations: eight near-copies of one tile succeed or fail together.
 
-use std::cmp::Ordering;
-
 use crate::policy::Candidate;
 
 /// How far behind the best a prediction may be and still be picked for diversity.
 pub const DIVERSITY_WINDOW: f64 = 0.35;
 /// Predicted-time penalty per unit of similarity to the closest already-picked candidate.
 pub const SIMILARITY_PENALTY: f64 = 0.15;
-
-/// Total order on candidates: predicted time, then the configuration itself (deterministic).
-pub fn by_time(a: &Candidate, b: &Candidate) -> Ordering {
-    a.time_us
-        .total_cmp(&b.time_us)
-        .then_with(|| key(a).cmp(&key(b)))
-}
 
 /// The configuration's parameters, the structural ones first (see [`SIMILAR`]).
 fn key(c: &Candidate) -> [u32; 10] {

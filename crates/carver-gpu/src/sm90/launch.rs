@@ -125,18 +125,29 @@ pub struct LoadedKernel {
     pub max_active_clusters: Option<u32>,
 }
 
+/// Loads a cubin into the context and finds its kernel `name`; the module must outlive the
+/// function.
+pub(crate) fn load_function(
+    ctx: &Arc<CudaContext>,
+    cubin: Vec<u8>,
+    name: &str,
+) -> Result<(Arc<CudaModule>, CudaFunction), GpuError> {
+    let module = ctx
+        .load_module(Ptx::from_binary(cubin))
+        .map_err(driver_err("cuModuleLoadData"))?;
+    let function = module
+        .load_function(name)
+        .map_err(driver_err("cuModuleGetFunction"))?;
+    Ok((module, function))
+}
+
 impl LoadedKernel {
     pub fn load(
         ctx: &Arc<CudaContext>,
         spec: &KernelSpec,
         cubin: Vec<u8>,
     ) -> Result<Self, GpuError> {
-        let module = ctx
-            .load_module(Ptx::from_binary(cubin))
-            .map_err(driver_err("cuModuleLoadData"))?;
-        let function = module
-            .load_function(KERNEL_NAME)
-            .map_err(driver_err("cuModuleGetFunction"))?;
+        let (module, function) = load_function(ctx, cubin, KERNEL_NAME)?;
         let smem = spec.dynamic_smem_bytes();
         function
             .set_attribute(

@@ -13,9 +13,9 @@ use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
 };
-use cudarc::nvrtc::Ptx;
 
 use super::compile::compile_source;
+use super::launch::load_function;
 use crate::driver::driver_err;
 use crate::error::GpuError;
 
@@ -83,12 +83,7 @@ impl RepackKernel {
     /// Compiles the copy kernel with NVRTC (sm_90a) and loads it.
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Self, GpuError> {
         let (cubin, _log) = compile_source(REPACK_SOURCE, REPACK_NAME)?;
-        let module = ctx
-            .load_module(Ptx::from_binary(cubin))
-            .map_err(driver_err("cuModuleLoadData"))?;
-        let function = module
-            .load_function(REPACK_NAME)
-            .map_err(driver_err("cuModuleGetFunction"))?;
+        let (module, function) = load_function(ctx, cubin, REPACK_NAME)?;
         Ok(Self {
             _module: module,
             function,

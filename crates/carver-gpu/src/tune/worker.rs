@@ -27,12 +27,23 @@ const CHUNK: usize = 16;
 /// Warm-up launches at most (for very short kernels).
 const MAX_WARMUP_RUNS: usize = 5000;
 
+/// Writes one reply line and flushes it (the parent waits for each line).
+fn send(output: &mut impl Write, reply: &Reply) -> Result<(), GpuError> {
+    let io = |e: std::io::Error| GpuError::Worker(format!("cannot write a reply: {e}"));
+    writeln!(
+        output,
+        "{}",
+        serde_json::to_string(reply).expect("serializes")
+    )
+    .map_err(io)?;
+    output.flush().map_err(io)
+}
+
 /// Serves requests from `input` until `Exit` or end of input, one reply line per request.
 /// Meant for a process of its own (`carver tune --worker`): after a candidate faults, the reply
 /// says so and this returns, since the CUDA context cannot be used again.
 pub fn serve_worker(input: impl BufRead, mut output: impl Write) -> Result<(), GpuError> {
     let mut bench: Option<Bench> = None;
-    let io = |e: std::io::Error| GpuError::Worker(format!("cannot write a reply: {e}"));
     for line in input.lines() {
         let line = line.map_err(|e| GpuError::Worker(format!("cannot read a request: {e}")))?;
         if line.trim().is_empty() {
@@ -44,13 +55,7 @@ pub fn serve_worker(input: impl BufRead, mut output: impl Write) -> Result<(), G
                 let reply = Reply::Error {
                     message: format!("not a request: {e}"),
                 };
-                writeln!(
-                    output,
-                    "{}",
-                    serde_json::to_string(&reply).expect("serializes")
-                )
-                .map_err(io)?;
-                output.flush().map_err(io)?;
+                send(&mut output, &reply)?;
                 continue;
             }
         };
@@ -121,13 +126,7 @@ pub fn serve_worker(input: impl BufRead, mut output: impl Write) -> Result<(), G
                 },
             },
         };
-        writeln!(
-            output,
-            "{}",
-            serde_json::to_string(&reply).expect("serializes")
-        )
-        .map_err(io)?;
-        output.flush().map_err(io)?;
+        send(&mut output, &reply)?;
         if stop {
             return Ok(());
         }
