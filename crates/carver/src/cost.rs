@@ -53,16 +53,10 @@ const STAGED_ELEMENT_CYCLES: f64 = 24.0;
 /// Fraction of L2 bandwidth fp32 atomics (read-modify-write in the L2) achieve.
 const ATOMIC_L2_FRACTION: f64 = 0.5;
 
-/// The quantities of one configuration the model needs, derived once.
+/// What one launch of a structure at a given occupancy looks like.
 struct Geometry {
-    tiles_m: u64,
-    tiles_n: u64,
-    /// Output tiles (all batches).
-    tiles: u64,
     /// Blocks launched.
     grid: u64,
-    /// Main-loop iterations per block.
-    iters: u64,
     blocks_per_sm: u32,
 }
 
@@ -89,27 +83,14 @@ fn launched_tiles(c: &TileConfig, tiles_m: u64, tiles_n: u64, batch: u64) -> u64
     whole(tiles_m, c.cluster_m) * whole(tiles_n, c.cluster_n) * batch
 }
 
-fn geometry_of(
-    c: &TileConfig,
-    res: Resources,
-    arch: &Arch,
-    tiles_m: u64,
-    tiles_n: u64,
-    tiles: u64,
-    iters: u64,
-) -> Geometry {
-    let blocks_per_sm = blocks_per_sm(c, res, arch);
+fn geometry_of(c: &TileConfig, t: &StructureTerms, arch: &Arch, blocks_per_sm: u32) -> Geometry {
     let grid = if c.persistent {
-        (u64::from(arch.sm.count) * u64::from(blocks_per_sm)).min(tiles)
+        (u64::from(arch.sm.count) * u64::from(blocks_per_sm)).min(t.tiles)
     } else {
-        tiles * u64::from(c.split_k)
+        t.tiles * u64::from(c.split_k)
     };
     Geometry {
-        tiles_m,
-        tiles_n,
-        tiles,
         grid,
-        iters,
         blocks_per_sm,
     }
 }
@@ -123,17 +104,18 @@ pub fn launch_order_matters(p: &Problem, arch: &Arch) -> bool {
 }
 
 /// Bytes of A and B the main loop pulls from DRAM, given the launch order and the L2.
-fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -> f64 {
-    let e = f64::from(p.in_bytes());
-    let (m, n, k, batch) = (p.m as f64, p.n as f64, p.k as f64, p.batch as f64);
-    let l2 = arch.l2.size_bytes as f64 * L2_USABLE_FRACTION;
-    let (a_panel, b_panel) = panel_bytes(p, c);
-    let (tiles_m, tiles_n) = (g.tiles_m, g.tiles_n);
+fn mainloop_dram_bytes(
+    pricer: &Pricer,
+    t: &StructureTerms,
+    c: &TileConfig,
+    blocks_per_sm: u32,
+) -> f64 {
+    let (tiles_m, tiles_n) = (t.tiles_m, t.tiles_n);
 
     // Blocks run in waves of `concurrent` consecutive tiles of the launch order: groups of
     // `group` tile rows, walked column by column. A wave of `b` tiles touches these many
     // distinct A panels (rows) and B panels (columns); panels a wave shares are read once.
-    let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm.max(1));
+    let slots = u64::from(pricer.arch.sm.count) * u64::from(blocks_per_sm.max(1));
     let per_batch = tiles_m * tiles_n;
     let concurrent = slots.min(per_batch).max(1);
     let group = u64::from(c.raster.group).clamp(1, tiles_m);
@@ -147,59 +129,70 @@ fn mainloop_dram_bytes(p: &Problem, c: &TileConfig, g: &Geometry, arch: &Arch) -
 
     // Across waves a panel survives only in the L2: all of B (or A) fitting means one read
     // each; an A panel also survives while one wave's B panels stream past it.
-    let b_reads = if n * k * e <= l2 {
+    let b_reads = if pricer.b_fits_l2 {
         tiles_n as f64
     } else {
         waves_sum(&cols)
     };
-    let a_reads = if m * k * e <= l2
-        || cols(concurrent) as f64 * b_panel + rows(concurrent) as f64 * a_panel <= l2
+    let a_reads = if pricer.a_fits_l2
+        || cols(concurrent) as f64 * t.b_panel + rows(concurrent) as f64 * t.a_panel
+            <= pricer.l2_usable
     {
         tiles_m as f64
     } else {
         waves_sum(&rows)
     };
-    let (a_line, b_line) = line_efficiencies(p, c, arch);
-    batch * (a_panel * a_reads / a_line + b_panel * b_reads / b_line)
+    pricer.batch * (t.a_panel * a_reads / t.a_line + t.b_panel * b_reads / t.b_line)
 }
 
 /// Useful fraction of each DRAM line an A and a B tile row fetch: DRAM delivers whole lines, and
 /// a tile row shorter than a line wastes the rest of it.
-fn line_efficiencies(p: &Problem, c: &TileConfig, arch: &Arch) -> (f64, f64) {
+/// Longer rows never fetch less of their lines usefully.
+fn line_efficiencies(
+    p: &Problem,
+    arch: &Arch,
+    block_m: u32,
+    block_n: u32,
+    block_k: u32,
+) -> (f64, f64) {
     let e = f64::from(p.in_bytes());
     let line = f64::from(arch.memory.line_bytes);
     let efficiency = |row_elems: u32| (f64::from(row_elems) * e / line).min(1.0);
     let a_row = match p.layout_a {
-        Layout::Row => c.block_k,
-        Layout::Col => c.block_m,
+        Layout::Row => block_k,
+        Layout::Col => block_m,
     };
     let b_row = match p.layout_b {
-        Layout::Row => c.block_n,
-        Layout::Col => c.block_k,
+        Layout::Row => block_n,
+        Layout::Col => block_k,
     };
     (efficiency(a_row), efficiency(b_row))
 }
 
 /// Bytes of one A panel (a tile's rows over all of K) and one B panel (its columns).
-fn panel_bytes(p: &Problem, c: &TileConfig) -> (f64, f64) {
+fn panel_bytes(p: &Problem, block_m: u32, block_n: u32) -> (f64, f64) {
     let e = f64::from(p.in_bytes());
     let k = p.k as f64;
     (
-        f64::from(c.block_m).min(p.m as f64) * k * e,
-        f64::from(c.block_n).min(p.n as f64) * k * e,
+        f64::from(block_m).min(p.m as f64) * k * e,
+        f64::from(block_n).min(p.n as f64) * k * e,
     )
 }
 
 /// The fewest bytes of A and B any launch order can pull from DRAM: every panel once.
-fn mainloop_dram_floor(p: &Problem, c: &TileConfig, t: &StructureTerms, arch: &Arch) -> f64 {
-    let (a_panel, b_panel) = panel_bytes(p, c);
-    let (a_line, b_line) = line_efficiencies(p, c, arch);
-    p.batch as f64 * (a_panel * t.tiles_m as f64 / a_line + b_panel * t.tiles_n as f64 / b_line)
+fn mainloop_dram_floor(p: &Problem, t: &StructureTerms) -> f64 {
+    p.batch as f64
+        * (t.a_panel * t.tiles_m as f64 / t.a_line + t.b_panel * t.tiles_n as f64 / t.b_line)
 }
 
 /// Fraction of the arch's dense peak a block's tensor instructions reach.
-fn mma_efficiency(c: &TileConfig, arch: &Arch, resident_warps: u32, has_wgmma: bool) -> f64 {
-    match c.mma {
+fn mma_efficiency(
+    mma: InstructionFamily,
+    arch: &Arch,
+    resident_warps: u32,
+    has_wgmma: bool,
+) -> f64 {
+    match mma {
         InstructionFamily::MmaSync => {
             let per_sm = arch.sm.tensor_cores.max(1);
             // Each SM sub-partition's tensor core needs a resident warp of its own.
@@ -214,6 +207,42 @@ fn mma_efficiency(c: &TileConfig, arch: &Arch, resident_warps: u32, has_wgmma: b
     }
 }
 
+/// Structures the policy bounds together: one block size pair, split-K factor and persistence,
+/// with any of the family's warp layouts, `block_k` up to `longest_block_k`, cluster, depth and
+/// launch order.
+#[derive(Clone, Copy, Debug)]
+pub struct TileGroup {
+    pub block_m: u32,
+    pub block_n: u32,
+    pub split_k: u32,
+    pub persistent: bool,
+    /// The fastest tensor instruction family among the group's warp layouts.
+    pub mma: InstructionFamily,
+    /// The largest `block_k` of the group: its K rows are the longest, the most line-efficient.
+    pub longest_block_k: u32,
+    /// The smallest share of a block's threads that are compute warps, among its layouts (the
+    /// compute warps issue element-wise staging).
+    pub least_compute_share: f64,
+}
+
+/// What a lower bound needs of a structure, or the least of each over a group of them.
+struct BoundParts {
+    /// Seconds the busiest SM's block-iterations need on the tensor cores and shared memory.
+    compute: f64,
+    smem: f64,
+    /// Share of the launch's L2 and DRAM traffic the bounded blocks move.
+    share: f64,
+    l2_mainloop: f64,
+    /// Bytes of A and B pulled from DRAM at the least.
+    dram_floor: f64,
+    /// Seconds of one block's own path through the main loop, and its iterations.
+    critical_path: f64,
+    iterations: f64,
+    epilogue: f64,
+    split_k_time: f64,
+    c_bytes: f64,
+}
+
 /// The per-structure terms of the model (see [`Pricer::terms`]).
 #[derive(Clone, Copy, Debug)]
 pub struct StructureTerms {
@@ -225,10 +254,19 @@ pub struct StructureTerms {
     iters: u64,
     flops_per_iter: f64,
     smem_per_iter: f64,
-    /// Tensor rate of one block alone on its SM.
-    single_rate: f64,
     staged_issue: f64,
+    /// One block's own critical path per iteration: its math or its shared-memory traffic,
+    /// its staging, and the unoverlapped sync.
+    single: f64,
     l2_mainloop: f64,
+    /// Main-loop iterations of all blocks together, and the L2 bytes of each.
+    block_iters: f64,
+    l2_per_iter: f64,
+    /// Bytes of one A and one B panel, and the useful fraction of the DRAM lines they fetch.
+    a_panel: f64,
+    b_panel: f64,
+    a_line: f64,
+    b_line: f64,
     epilogue_bytes_per_block: f64,
     epilogue_rate: f64,
     split_k_time: f64,
@@ -297,6 +335,11 @@ pub struct Pricer<'a> {
     p: &'a Problem,
     arch: &'a Arch,
     sms: f64,
+    batch: f64,
+    /// The L2 a streaming working set can count on, and whether all of A (of B) fits in it.
+    l2_usable: f64,
+    a_fits_l2: bool,
+    b_fits_l2: bool,
     clock: f64,
     e: f64,
     eo: f64,
@@ -317,10 +360,17 @@ impl<'a> Pricer<'a> {
     pub fn new(family: &'a dyn KernelFamily, p: &'a Problem, arch: &'a Arch) -> Option<Self> {
         let sms = f64::from(arch.sm.count);
         let clock = arch.sm.sustained_clock_mhz * 1e6;
+        let e = f64::from(p.in_bytes());
+        let l2_usable = arch.l2.size_bytes as f64 * L2_USABLE_FRACTION;
+        let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
         Some(Self {
             p,
             arch,
             sms,
+            batch: p.batch as f64,
+            l2_usable,
+            a_fits_l2: m * k * e <= l2_usable,
+            b_fits_l2: n * k * e <= l2_usable,
             clock,
             e: f64::from(p.in_bytes()),
             eo: f64::from(p.c.bytes()),
@@ -345,6 +395,7 @@ impl<'a> Pricer<'a> {
     /// Predicts the time of one configuration (`None` when no block fits on an SM).
     pub fn predict(&self, c: &TileConfig, res: Resources) -> Option<Prediction> {
         let t = self.terms(c);
+        let occupancy = blocks_per_sm(c, res, self.arch);
         let Evaluation {
             time,
             g,
@@ -353,7 +404,7 @@ impl<'a> Pricer<'a> {
             overhead,
             dram_total,
             slots,
-        } = self.evaluate::<true>(&t, c, res)?;
+        } = self.evaluate::<true>(&t, c, occupancy)?;
         let (split_k_time, l2_mainloop) = (t.split_k_time, t.l2_mainloop);
         let (p, dram_bw) = (self.p, self.dram_bw);
         let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
@@ -372,9 +423,9 @@ impl<'a> Pricer<'a> {
                 .unwrap_or(Bound::Compute)
         };
         let waves = g.grid as f64 / slots as f64;
-        let padded = (g.tiles_m * u64::from(c.block_m)) as f64
-            * (g.tiles_n * u64::from(c.block_n)) as f64
-            * (g.iters * u64::from(c.split_k) * u64::from(c.block_k)) as f64;
+        let padded = (t.tiles_m * u64::from(c.block_m)) as f64
+            * (t.tiles_n * u64::from(c.block_n)) as f64
+            * (t.iters * u64::from(c.split_k) * u64::from(c.block_k)) as f64;
         let us = 1e6;
         Some(Prediction {
             time_us: time * us,
@@ -417,13 +468,9 @@ impl<'a> Pricer<'a> {
             sms,
             clock,
             e,
-            eo,
             peak,
-            dram_bw,
-            l2_bw,
             has_wgmma,
             path,
-            split_reduction,
             ..
         } = *self;
         let (bm, bn, bk) = (
@@ -458,17 +505,198 @@ impl<'a> Pricer<'a> {
             LoadPath::CpAsync | LoadPath::Tma => 0.0,
         };
 
-        // Epilogue: each block writes its tile (split-K: fp32 partials).
-        let split = c.split_k > 1;
-        let epilogue_bytes_per_block = bm.min(m) * bn.min(n) * if split { 4.0 } else { eo };
-        let epilogue_rate = match (split, split_reduction) {
-            (true, SplitKReduction::AtomicWorkspace) => l2_bw * ATOMIC_L2_FRACTION,
-            _ => dram_bw,
-        };
+        let (epilogue_bytes_per_block, epilogue_rate) =
+            self.epilogue_terms(c.block_m, c.block_n, c.split_k);
+        let tiles = launched_tiles(c, tiles_m, tiles_n, p.batch);
+        let flops_per_iter = 2.0 * bm * bn * bk;
+        let smem_per_iter = (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e;
+        let single_rate = peak / sms * mma_efficiency(c.mma, arch, c.compute_warps(), has_wgmma);
+        let l2_mainloop = (tiles_n as f64 * m * k + tiles_m as f64 * k * n) * e * batch;
+        let block_iters = (tiles * u64::from(c.split_k) * iters) as f64;
+        let (a_panel, b_panel) = panel_bytes(p, c.block_m, c.block_n);
+        let (a_line, b_line) = line_efficiencies(p, arch, c.block_m, c.block_n, c.block_k);
+        StructureTerms {
+            tiles_m,
+            tiles_n,
+            tiles,
+            iters,
+            flops_per_iter,
+            smem_per_iter,
+            staged_issue,
+            single: (flops_per_iter / single_rate).max(smem_per_iter / self.smem_bw_sm)
+                + staged_issue
+                + ITERATION_SYNC_CYCLES / clock,
+            l2_mainloop,
+            block_iters,
+            l2_per_iter: l2_mainloop / block_iters,
+            a_panel,
+            b_panel,
+            a_line,
+            b_line,
+            epilogue_bytes_per_block,
+            epilogue_rate,
+            split_k_time: self.split_k_time(c.split_k),
+            c_bytes: self.c_bytes(c.split_k),
+        }
+    }
 
-        // Split-K reduction outside the main kernel.
-        let mn = m * n * batch;
-        let split_k_time = match (split, split_reduction) {
+    /// Predicted time of `c` in seconds, its structure's terms already worked out.
+    /// `blocks_per_sm` is [`blocks_per_sm`] of `c`; `None` when it is 0.
+    pub fn time_with(&self, t: &StructureTerms, c: &TileConfig, blocks_per_sm: u32) -> Option<f64> {
+        self.evaluate::<false>(t, c, blocks_per_sm).map(|e| e.time)
+    }
+
+    /// The most blocks per SM the launch of `c` can keep busy: a grid that needs `n` blocks per
+    /// SM runs the same at every occupancy of `n` or more, so deeper pipelines that keep that
+    /// many resident cost nothing.
+    pub fn usable_occupancy(&self, t: &StructureTerms, c: &TileConfig) -> u32 {
+        let units = if c.persistent {
+            t.tiles
+        } else {
+            t.tiles * u64::from(c.split_k)
+        };
+        let per_sm = units.div_ceil(u64::from(self.arch.sm.count).max(1));
+        u32::try_from(per_sm).unwrap_or(u32::MAX)
+    }
+
+    /// Bytes of A and B the main loop of `c` pulls from DRAM: what its launch order decides.
+    /// `blocks_per_sm` is [`blocks_per_sm`] of `c`.
+    pub fn launch_order_traffic(
+        &self,
+        t: &StructureTerms,
+        c: &TileConfig,
+        blocks_per_sm: u32,
+    ) -> f64 {
+        mainloop_dram_bytes(self, t, c, blocks_per_sm)
+    }
+
+    /// A time no pipeline depth or launch order of this structure can beat: the model's own
+    /// throughput terms summed over all waves (by the triangle inequality the sum of the waves'
+    /// norms is at least the norm of the summed terms), at the best tensor rate, with every
+    /// panel read from DRAM once; or one block's own critical path through the main loop; plus
+    /// the one pipeline fill every launch exposes (at the best hit rate that DRAM floor allows)
+    /// and the epilogue's writes. The policy skips structures this already rules out.
+    pub fn lower_bound(&self, t: &StructureTerms, c: &TileConfig) -> f64 {
+        let launched = t.tiles * u64::from(c.split_k);
+        let units = if c.persistent { t.tiles } else { launched };
+        // Blocks the busiest SM runs, whatever the occupancy: ceil(units / SMs).
+        let busiest = units.div_ceil(u64::from(self.arch.sm.count)) as f64 * t.iters as f64;
+        let best_rate = self.best_rate(c.mma);
+        self.bound_of(BoundParts {
+            compute: busiest * (t.flops_per_iter / best_rate + t.staged_issue),
+            smem: busiest * t.smem_per_iter / self.smem_bw_sm,
+            share: units as f64 / launched as f64,
+            l2_mainloop: t.l2_mainloop,
+            dram_floor: mainloop_dram_floor(self.p, t),
+            critical_path: t.iters as f64 * t.single,
+            iterations: t.iters as f64,
+            epilogue: units as f64 * t.epilogue_bytes_per_block / t.epilogue_rate,
+            split_k_time: t.split_k_time,
+            c_bytes: t.c_bytes,
+        })
+    }
+
+    /// A time no structure of `g` can beat: [`Pricer::lower_bound`] with each of its parts at
+    /// its least over the group. Every block covers at least `K / split` of K and writes its
+    /// tile; shared memory is read at least twice (fill and one read); tiles count before
+    /// rounding to clusters; the tensor rate is the best of the group's instructions; DRAM
+    /// lines are used as well as the longest rows allow.
+    pub fn group_lower_bound(&self, g: &TileGroup) -> f64 {
+        let p = self.p;
+        let (bm, bn) = (f64::from(g.block_m), f64::from(g.block_n));
+        let tiles_m = p.m.div_ceil(u64::from(g.block_m));
+        let tiles_n = p.n.div_ceil(u64::from(g.block_n));
+        let tiles = tiles_m * tiles_n * p.batch;
+        let launched = tiles * u64::from(g.split_k);
+        let units = if g.persistent { tiles } else { launched };
+        let busiest_blocks = units.div_ceil(u64::from(self.arch.sm.count)) as f64;
+        let k_per_block = p.k as f64 / f64::from(g.split_k);
+        let best_rate = self.best_rate(g.mma);
+        let flops_per_block = 2.0 * bm * bn * k_per_block;
+        let smem_per_block = 2.0 * (bm + bn) * k_per_block * self.e;
+        let (a_panel, b_panel) = panel_bytes(p, g.block_m, g.block_n);
+        let (a_line, b_line) =
+            line_efficiencies(p, self.arch, g.block_m, g.block_n, g.longest_block_k);
+        let (epilogue_bytes_per_block, epilogue_rate) =
+            self.epilogue_terms(g.block_m, g.block_n, g.split_k);
+        let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
+        // Staged element-wise, each scheduler issues its warps' share of the block's elements.
+        let staged_per_block = match self.path {
+            LoadPath::Registers => {
+                // `TileConfig::threads` counts 32 per warp.
+                (bm + bn) * k_per_block * g.least_compute_share
+                    / f64::from(32 * self.arch.sm.tensor_cores.max(1))
+                    * STAGED_ELEMENT_CYCLES
+                    / self.clock
+            }
+            LoadPath::CpAsync | LoadPath::Tma => 0.0,
+        };
+        let iterations =
+            p.k.div_ceil(u64::from(g.longest_block_k))
+                .div_ceil(u64::from(g.split_k)) as f64;
+        self.bound_of(BoundParts {
+            compute: busiest_blocks * (flops_per_block / best_rate + staged_per_block),
+            smem: busiest_blocks * smem_per_block / self.smem_bw_sm,
+            share: units as f64 / launched as f64,
+            l2_mainloop: (tiles_n as f64 * m * k + tiles_m as f64 * k * n) * self.e * self.batch,
+            dram_floor: self.batch
+                * (a_panel * tiles_m as f64 / a_line + b_panel * tiles_n as f64 / b_line),
+            critical_path: (flops_per_block / best_rate).max(smem_per_block / self.smem_bw_sm)
+                + staged_per_block,
+            iterations,
+            epilogue: units as f64 * epilogue_bytes_per_block / epilogue_rate,
+            split_k_time: self.split_k_time(g.split_k),
+            c_bytes: self.c_bytes(g.split_k),
+        })
+    }
+
+    /// The bound from its parts; it never falls when a part grows (but `l2_mainloop`, which
+    /// callers take exactly).
+    fn bound_of(&self, b: BoundParts) -> f64 {
+        let l2 = b.share * b.l2_mainloop / self.l2_bw;
+        let dram = b.share * b.dram_floor / self.dram_bw;
+        let throughput = (b.compute.powi(4) + b.smem.powi(4) + l2.powi(4) + dram.powi(4))
+            .sqrt()
+            .sqrt();
+        let fill = self.stage_latency(b.dram_floor, b.l2_mainloop);
+        // Loads staged through registers overlap nothing of their own block: every iteration
+        // waits for its stage.
+        let exposed = match self.path {
+            LoadPath::Registers => b.iterations * fill,
+            LoadPath::CpAsync | LoadPath::Tma => 0.0,
+        };
+        let main = throughput.max(b.critical_path + exposed);
+        LAUNCH_OVERHEAD_US * 1e-6
+            + self.repack_time
+            + b.split_k_time
+            + (main + fill + b.epilogue).max((b.dram_floor + b.c_bytes) / self.dram_bw)
+    }
+
+    /// The tensor rate per SM of `mma` with every tensor core busy.
+    fn best_rate(&self, mma: InstructionFamily) -> f64 {
+        let eff = mma_efficiency(mma, self.arch, self.arch.sm.tensor_cores, self.has_wgmma);
+        self.peak / self.sms * eff
+    }
+
+    /// Bytes each block writes in its epilogue (split-K: fp32 partials) and the rate they go at.
+    fn epilogue_terms(&self, block_m: u32, block_n: u32, split_k: u32) -> (f64, f64) {
+        let (m, n) = (self.p.m as f64, self.p.n as f64);
+        let split = split_k > 1;
+        let bytes = f64::from(block_m).min(m)
+            * f64::from(block_n).min(n)
+            * if split { 4.0 } else { self.eo };
+        let rate = match (split, self.split_reduction) {
+            (true, SplitKReduction::AtomicWorkspace) => self.l2_bw * ATOMIC_L2_FRACTION,
+            _ => self.dram_bw,
+        };
+        (bytes, rate)
+    }
+
+    /// Seconds of the split-K reduction outside the main kernel.
+    fn split_k_time(&self, split_k: u32) -> f64 {
+        let mn = self.p.m as f64 * self.p.n as f64 * self.batch;
+        let (eo, dram_bw) = (self.eo, self.dram_bw);
+        match (split_k > 1, self.split_reduction) {
             (false, _) => 0.0,
             // Zero the workspace, then cast it to the output type.
             (true, SplitKReduction::AtomicWorkspace) => {
@@ -476,72 +704,24 @@ impl<'a> Pricer<'a> {
             }
             // Sum the per-split slices.
             (true, SplitKReduction::SeparateReduce) => {
-                EXTRA_KERNEL_US * 1e-6 + (f64::from(c.split_k) * mn * 4.0 + mn * eo) / dram_bw
+                EXTRA_KERNEL_US * 1e-6 + (f64::from(split_k) * mn * 4.0 + mn * eo) / dram_bw
             }
-        };
-
-        StructureTerms {
-            tiles_m,
-            tiles_n,
-            tiles: launched_tiles(c, tiles_m, tiles_n, p.batch),
-            iters,
-            flops_per_iter: 2.0 * bm * bn * bk,
-            smem_per_iter: (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e,
-            single_rate: peak / sms * mma_efficiency(c, arch, c.compute_warps(), has_wgmma),
-            staged_issue,
-            l2_mainloop: (tiles_n as f64 * m * k + tiles_m as f64 * k * n) * e * batch,
-            epilogue_bytes_per_block,
-            epilogue_rate,
-            split_k_time,
-            c_bytes: if split { 0.0 } else { mn * eo },
         }
     }
 
-    /// Predicted time of `c` in seconds, its structure's terms already worked out.
-    pub fn time_with(&self, t: &StructureTerms, c: &TileConfig, res: Resources) -> Option<f64> {
-        self.evaluate::<false>(t, c, res).map(|e| e.time)
+    /// Bytes of C the kernel itself writes (none with split-K: the reduction does).
+    fn c_bytes(&self, split_k: u32) -> f64 {
+        if split_k > 1 {
+            0.0
+        } else {
+            self.p.m as f64 * self.p.n as f64 * self.batch * self.eo
+        }
     }
 
-    /// Bytes of A and B the main loop of `c` pulls from DRAM: what its launch order decides.
-    pub fn launch_order_traffic(&self, t: &StructureTerms, c: &TileConfig, res: Resources) -> f64 {
-        let g = geometry_of(c, res, self.arch, t.tiles_m, t.tiles_n, t.tiles, t.iters);
-        mainloop_dram_bytes(self.p, c, &g, self.arch)
-    }
-
-    /// A time no pipeline depth or launch order of this structure can beat: the model's own
-    /// throughput terms summed over all waves (by the triangle inequality the sum of the waves'
-    /// norms is at least the norm of the summed terms), at the best tensor rate, with every
-    /// panel read from DRAM once. The policy skips structures this already rules out.
-    pub fn lower_bound(&self, t: &StructureTerms, c: &TileConfig) -> f64 {
-        let Pricer {
-            p,
-            arch,
-            sms,
-            peak,
-            dram_bw,
-            l2_bw,
-            smem_bw_sm,
-            has_wgmma,
-            ..
-        } = *self;
-        let launched = t.tiles * u64::from(c.split_k);
-        let units = if c.persistent { t.tiles } else { launched };
-        // Blocks the busiest SM runs, whatever the occupancy: ceil(units / SMs).
-        let busiest = units.div_ceil(u64::from(arch.sm.count)) as f64 * t.iters as f64;
-        let best_rate = peak / sms * mma_efficiency(c, arch, arch.sm.tensor_cores, has_wgmma);
-        let compute = busiest * (t.flops_per_iter / best_rate + t.staged_issue);
-        let smem = busiest * t.smem_per_iter / smem_bw_sm;
-        let share = units as f64 / launched as f64;
-        let l2 = share * t.l2_mainloop / l2_bw;
-        let dram_floor = mainloop_dram_floor(p, c, t, arch);
-        let dram = share * dram_floor / dram_bw;
-        let main = (compute.powi(4) + smem.powi(4) + l2.powi(4) + dram.powi(4))
-            .sqrt()
-            .sqrt();
-        LAUNCH_OVERHEAD_US * 1e-6
-            + self.repack_time
-            + t.split_k_time
-            + main.max((dram_floor + t.c_bytes) / dram_bw)
+    /// Latency of one stage's loads when `dram_bytes` of the main loop's `l2_bytes` miss the L2.
+    fn stage_latency(&self, dram_bytes: f64, l2_bytes: f64) -> f64 {
+        let hit = (1.0 - dram_bytes / l2_bytes).clamp(0.0, 1.0);
+        (hit * L2_HIT_LATENCY_CYCLES + (1.0 - hit) * DRAM_LATENCY_CYCLES) / self.clock
     }
 
     /// The model itself. `FULL` also sums the per-resource totals the breakdown reports; the
@@ -551,13 +731,11 @@ impl<'a> Pricer<'a> {
         &self,
         t: &StructureTerms,
         c: &TileConfig,
-        res: Resources,
+        blocks_per_sm: u32,
     ) -> Option<Evaluation> {
         let Pricer {
-            p,
             arch,
             sms,
-            clock,
             peak,
             dram_bw,
             l2_bw,
@@ -567,19 +745,17 @@ impl<'a> Pricer<'a> {
             port,
             ..
         } = *self;
-        let g = geometry_of(c, res, arch, t.tiles_m, t.tiles_n, t.tiles, t.iters);
-        if g.blocks_per_sm == 0 {
+        if blocks_per_sm == 0 {
             return None;
         }
+        let g = geometry_of(c, t, arch, blocks_per_sm);
 
         // Traffic.
-        let dram_mainloop = mainloop_dram_bytes(p, c, &g, arch);
+        let dram_mainloop = mainloop_dram_bytes(self, t, c, blocks_per_sm);
         let l2_mainloop = t.l2_mainloop;
-        let block_iters = (g.tiles * u64::from(c.split_k) * g.iters) as f64;
-        let l2_per_iter = l2_mainloop / block_iters;
-        let dram_per_iter = dram_mainloop / block_iters;
-        let hit = (1.0 - dram_mainloop / l2_mainloop).clamp(0.0, 1.0);
-        let latency = (hit * L2_HIT_LATENCY_CYCLES + (1.0 - hit) * DRAM_LATENCY_CYCLES) / clock;
+        let l2_per_iter = t.l2_per_iter;
+        let dram_per_iter = dram_mainloop / t.block_iters;
+        let latency = self.stage_latency(dram_mainloop, l2_mainloop);
         let (flops_per_iter, smem_per_iter, staged_issue) =
             (t.flops_per_iter, t.smem_per_iter, t.staged_issue);
 
@@ -587,18 +763,16 @@ impl<'a> Pricer<'a> {
         // of L2 bandwidth (split among the SMs that are busy, at most the SM's own port);
         // `stages - 1` stages in flight overlap that with the math.
         let stage_transfer = |blocks: f64| l2_per_iter / (l2_bw / blocks.max(1.0)).min(port);
-        let sync = ITERATION_SYNC_CYCLES / clock;
 
         // `resident` blocks per SM (per-SM throughput), `blocks` in the whole wave (global bandwidth).
         let iteration = |resident: f64, blocks: f64| -> IterationTimes {
             let warps = (resident as u32) * c.compute_warps();
-            let tc_rate = peak / sms * mma_efficiency(c, arch, warps, has_wgmma);
+            let tc_rate = peak / sms * mma_efficiency(c.mma, arch, warps, has_wgmma);
             let compute = resident * (flops_per_iter / tc_rate + staged_issue);
             let smem = resident * smem_per_iter / smem_bw_sm;
             let l2 = blocks * l2_per_iter / l2_bw;
             let dram = blocks * dram_per_iter / dram_bw;
-            let single =
-                (flops_per_iter / t.single_rate).max(smem / resident) + staged_issue + sync;
+            let single = t.single;
             let arrival = latency + stage_transfer(blocks);
             let latency = match (path, c.stages) {
                 // Nothing overlaps a block's own loads: it waits for them every iteration.
@@ -624,13 +798,13 @@ impl<'a> Pricer<'a> {
         let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm);
         let (full_waves, tail_blocks) = if c.persistent {
             // A persistent grid walks tiles in rounds; the last round is partial.
-            let rounds = g.tiles.div_ceil(slots.min(g.tiles).max(1));
-            let tail = g.tiles - (rounds - 1) * slots.min(g.tiles);
+            let rounds = t.tiles.div_ceil(slots.min(t.tiles).max(1));
+            let tail = t.tiles - (rounds - 1) * slots.min(t.tiles);
             (rounds - 1, tail)
         } else {
             (g.grid / slots, g.grid % slots)
         };
-        let iters = g.iters as f64;
+        let iters = t.iters as f64;
         let mut totals = IterationTimes {
             compute: 0.0,
             smem: 0.0,

@@ -31,14 +31,15 @@
 
 use carver_arch::{Arch, InstructionFamily};
 
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use ordered_float::OrderedFloat;
 
-use crate::cost::{Pricer, StructureTerms, blocks_per_sm, launch_order_matters};
+use crate::cost::{Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters};
 use crate::dtype::Layout;
 use crate::rank::{DIVERSITY_WINDOW, SIMILARITY_PENALTY};
-use crate::target::{KernelFamily, Resources, check_fits};
+use crate::target::{KernelFamily, Resources, WarpLayout, check_fits};
 use crate::template::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
@@ -127,137 +128,217 @@ pub fn candidates_for_topk(
         Layout::Col => useful_sizes(&bns, p.n),
     };
     let k_sizes = contiguous_sizes(&bks, p.k, e);
-    let pruned = price(
-        &pricer,
+    let search = Search {
+        pricer: &pricer,
         family,
         p,
         arch,
-        structures(family, p, arch, &m_sizes, &n_sizes, &k_sizes),
-        topk,
-    );
+        order_matters: launch_order_matters(p, arch) && family.groups().len() > 1,
+    };
+    let pruned = search.run(&m_sizes, &n_sizes, &k_sizes, topk);
     if !pruned.is_empty() {
         return pruned;
     }
-    let all = structures(family, p, arch, &bms, &bns, &bks);
-    price(&pricer, family, p, arch, all, topk)
+    search.run(&bms, &bns, &bks, topk)
 }
 
-/// The tile structures (everything but the pipeline depth and the launch order) worth pricing,
-/// legal at the shallowest depth, with their resources there.
-fn structures(
-    family: &dyn KernelFamily,
-    p: &Problem,
-    arch: &Arch,
-    bms: &[u32],
-    bns: &[u32],
-    bks: &[u32],
-) -> Vec<(TileConfig, Resources)> {
-    let stage_lo = family.stage_range().0;
-    let sms = u64::from(arch.sm.count);
-    let mut out = Vec::new();
-    for &bm in bms {
-        let tiles_m = p.m.div_ceil(u64::from(bm));
-        for &bn in bns {
-            let tiles = tiles_m * p.n.div_ceil(u64::from(bn)) * p.batch;
-            let layouts = family.warp_layouts(bm, bn, p, arch);
-            // mma.sync runs at a fraction of wgmma's rate where both exist: a tile some warp
-            // count can run with wgmma is not priced with mma.sync.
-            let has_wgmma = layouts.iter().any(|l| l.mma == InstructionFamily::Wgmma);
-            for layout in layouts {
-                if has_wgmma && layout.mma == InstructionFamily::MmaSync {
-                    continue;
+/// Best-bound-first search over one set of block sizes.
+///
+/// Structures come in groups (block M and N, split-K factor, persistence) whose lower bound
+/// holds for every structure in them ([`Pricer::group_lower_bound`]). Groups and structures
+/// wait in one queue ordered by bound: a group is expanded into its legal structures, with
+/// their own bounds, only when it reaches the front, and a structure is priced when it does.
+/// The search stops once the front's bound rules out everything left.
+struct Search<'a> {
+    pricer: &'a Pricer<'a>,
+    family: &'a dyn KernelFamily,
+    p: &'a Problem,
+    arch: &'a Arch,
+    /// Whether the launch order can change DRAM traffic (the family has groups to choose).
+    order_matters: bool,
+}
+
+/// What waits in the queue: a group not yet expanded, or a structure (of an expanded group)
+/// not yet priced.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Node {
+    Group(u32),
+    Structure(u32, u32),
+}
+
+/// One structure (everything but the pipeline depth and the launch order), legal at the
+/// shallowest depth, with its resources there and its model terms.
+struct Structure {
+    tile: TileConfig,
+    res: Resources,
+    terms: StructureTerms,
+}
+
+impl Search<'_> {
+    fn run(&self, bms: &[u32], bns: &[u32], bks: &[u32], topk: Option<usize>) -> Vec<Candidate> {
+        let groups = self.groups(bms, bns, bks);
+        let mut out = Vec::new();
+        let Some(topk) = topk else {
+            // The whole space: nothing to prune, no order needed.
+            for (layouts, group) in &groups {
+                let structures = self.expand(layouts, group, bks);
+                out.extend(structures.iter().filter_map(|s| self.price(s)));
+            }
+            return out;
+        };
+        // Each expanded group's structures, by group.
+        let mut expanded: Vec<Vec<Structure>> = (0..groups.len()).map(|_| Vec::new()).collect();
+        // Best bound first. Bounds are finite and non-negative, so their bit patterns sort as
+        // the numbers do.
+        let key = |bound: f64| (bound * 1e6).to_bits();
+        let mut queue: BinaryHeap<Reverse<(u64, Node)>> = groups
+            .iter()
+            .enumerate()
+            .map(|(i, (_, g))| {
+                let bound = self.pricer.group_lower_bound(g);
+                Reverse((key(bound), Node::Group(i as u32)))
+            })
+            .collect();
+        let mut fastest = Fastest::new(Some(topk));
+        while let Some(Reverse((bound_bits, node))) = queue.pop() {
+            // Rounding in the bound's different order of sums must not prune a tie.
+            if f64::from_bits(bound_bits) * (1.0 - 1e-9) > fastest.threshold() {
+                break;
+            }
+            match node {
+                Node::Group(i) => {
+                    let (layouts, group) = &groups[i as usize];
+                    let structures = self.expand(layouts, group, bks);
+                    for (j, s) in structures.iter().enumerate() {
+                        let bound = self.pricer.lower_bound(&s.terms, &s.tile);
+                        queue.push(Reverse((key(bound), Node::Structure(i, j as u32))));
+                    }
+                    expanded[i as usize] = structures;
                 }
-                for &bk in bks {
-                    let k_tiles = p.k.div_ceil(u64::from(bk));
-                    for &split in family.split_ks() {
-                        // Split K only when the tiles alone leave SMs idle, and keep at
-                        // least two iterations per split so the pipeline has work.
-                        if split > 1 && (tiles >= 2 * sms || k_tiles < 2 * u64::from(split)) {
-                            continue;
-                        }
-                        for &(cluster_m, cluster_n) in family.clusters() {
-                            for &persistent in family.persistence() {
-                                let tile = TileConfig {
-                                    block_m: bm,
-                                    block_n: bn,
-                                    block_k: bk,
-                                    warps_m: layout.warps_m,
-                                    warps_n: layout.warps_n,
-                                    producer_warps: layout.producer_warps,
-                                    stages: stage_lo,
-                                    raster: Raster {
-                                        order: RasterOrder::GroupedRows,
-                                        group: family.groups()[0],
-                                    },
-                                    split_k: split,
-                                    cluster_m,
-                                    cluster_n,
-                                    persistent,
-                                    mma: layout.mma,
-                                };
-                                if let Some(res) = legal_at_shallowest(family, &tile, p, arch) {
-                                    out.push((tile, res));
-                                }
-                            }
-                        }
+                Node::Structure(i, j) => {
+                    if let Some(best) = self.price(&expanded[i as usize][j as usize]) {
+                        fastest.push(best.time_us);
+                        out.push(best);
                     }
                 }
             }
         }
+        out
     }
-    out
-}
 
-/// Prices structures best bound first, choosing each one's launch order and pipeline depth, and
-/// stops once the bound of the next structure rules out everything left (with `topk`).
-fn price(
-    pricer: &Pricer,
-    family: &dyn KernelFamily,
-    p: &Problem,
-    arch: &Arch,
-    structures: Vec<(TileConfig, Resources)>,
-    topk: Option<usize>,
-) -> Vec<Candidate> {
-    let order_matters = launch_order_matters(p, arch) && family.groups().len() > 1;
-    let terms: Vec<StructureTerms> = structures.iter().map(|(t, _)| pricer.terms(t)).collect();
-    // Best bound first. Bounds are finite and non-negative, so their bit patterns sort as
-    // the numbers do. Without `topk` nothing is pruned and the order does not matter.
-    let mut order: Vec<(u64, usize)> = (0..structures.len())
-        .map(|i| match topk {
-            Some(_) => (
-                (pricer.lower_bound(&terms[i], &structures[i].0) * 1e6).to_bits(),
-                i,
-            ),
-            None => (0, i),
-        })
-        .collect();
-    order.sort_unstable();
-    let mut fastest = Fastest::new(topk);
-    let mut out = Vec::new();
-    for (bound_bits, i) in order {
-        let bound = f64::from_bits(bound_bits);
-        let ((plain, res_lo), terms) = (structures[i], &terms[i]);
-        // Rounding in the bound's different order of sums must not prune a tie.
-        if bound * (1.0 - 1e-9) > fastest.threshold() {
-            break;
+    /// Every group of the space, with the warp layouts its structures use. mma.sync runs at a
+    /// fraction of wgmma's rate where both exist: a tile some warp count can run with wgmma
+    /// is not priced with mma.sync.
+    fn groups(&self, bms: &[u32], bns: &[u32], bks: &[u32]) -> Vec<(Vec<WarpLayout>, TileGroup)> {
+        let (p, arch, family) = (self.p, self.arch, self.family);
+        let sms = u64::from(arch.sm.count);
+        let (Some(&shortest_k), Some(&longest_k)) = (bks.iter().min(), bks.iter().max()) else {
+            return Vec::new();
+        };
+        let most_k_tiles = p.k.div_ceil(u64::from(shortest_k));
+        let mut out = Vec::new();
+        for &bm in bms {
+            let tiles_m = p.m.div_ceil(u64::from(bm));
+            for &bn in bns {
+                let tiles = tiles_m * p.n.div_ceil(u64::from(bn)) * p.batch;
+                let mut layouts = family.warp_layouts(bm, bn, p, arch);
+                let fastest_mma = layouts
+                    .iter()
+                    .map(|l| l.mma)
+                    .find(|&mma| mma != InstructionFamily::MmaSync);
+                if fastest_mma.is_some() {
+                    layouts.retain(|l| l.mma != InstructionFamily::MmaSync);
+                }
+                let Some(mma) = fastest_mma.or(layouts.first().map(|l| l.mma)) else {
+                    continue;
+                };
+                let least_compute_share = layouts
+                    .iter()
+                    .map(|l| {
+                        let compute = f64::from(l.warps_m * l.warps_n);
+                        compute / (compute + f64::from(l.producer_warps))
+                    })
+                    .fold(1.0, f64::min);
+                for &split in family.split_ks() {
+                    // Split K only when the tiles alone leave SMs idle, and keep at least two
+                    // iterations per split (for some block_k) so the pipeline has work.
+                    if split > 1 && (tiles >= 2 * sms || most_k_tiles < 2 * u64::from(split)) {
+                        continue;
+                    }
+                    for &persistent in family.persistence() {
+                        let group = TileGroup {
+                            block_m: bm,
+                            block_n: bn,
+                            split_k: split,
+                            persistent,
+                            mma,
+                            longest_block_k: longest_k,
+                            least_compute_share,
+                        };
+                        out.push((layouts.clone(), group));
+                    }
+                }
+            }
         }
+        out
+    }
+
+    /// The legal structures of `group`.
+    fn expand(&self, layouts: &[WarpLayout], group: &TileGroup, bks: &[u32]) -> Vec<Structure> {
+        let (p, arch, family) = (self.p, self.arch, self.family);
+        let split = group.split_k;
+        let mut out = Vec::with_capacity(layouts.len() * bks.len() * family.clusters().len());
+        for layout in layouts {
+            for &bk in bks {
+                // At least two iterations per split.
+                if split > 1 && p.k.div_ceil(u64::from(bk)) < 2 * u64::from(split) {
+                    continue;
+                }
+                for &(cluster_m, cluster_n) in family.clusters() {
+                    let tile = TileConfig {
+                        block_m: group.block_m,
+                        block_n: group.block_n,
+                        block_k: bk,
+                        warps_m: layout.warps_m,
+                        warps_n: layout.warps_n,
+                        producer_warps: layout.producer_warps,
+                        stages: family.stage_range().0,
+                        raster: Raster {
+                            order: RasterOrder::GroupedRows,
+                            group: family.groups()[0],
+                        },
+                        split_k: split,
+                        cluster_m,
+                        cluster_n,
+                        persistent: group.persistent,
+                        mma: layout.mma,
+                    };
+                    if let Some(res) = legal_at_shallowest(family, &tile, p, arch) {
+                        let terms = self.pricer.terms(&tile);
+                        out.push(Structure { tile, res, terms });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The structure at its best launch order and pipeline depth (`None` when no depth fits).
+    fn price(&self, s: &Structure) -> Option<Candidate> {
+        let (p, arch, family, pricer) = (self.p, self.arch, self.family, self.pricer);
         // The launch order only changes DRAM traffic: take the group that moves the fewest
         // bytes (the smallest among equals), and none when A and B fit in the L2 anyway or
         // there is a single tile row.
-        let base = if order_matters && u64::from(plain.block_m) < p.m {
+        let base = if self.order_matters && u64::from(s.tile.block_m) < p.m {
             TileConfig {
-                raster: choose_group(pricer, terms, family, plain, res_lo),
-                ..plain
+                raster: choose_group(pricer, &s.terms, family, arch, s.tile, s.res),
+                ..s.tile
             }
         } else {
-            plain
+            s.tile
         };
-        if let Some(best) = best_stages(pricer, terms, family, p, arch, base, res_lo) {
-            fastest.push(best.time_us);
-            out.push(best);
-        }
+        best_stages(pricer, &s.terms, family, p, arch, base, s.res)
     }
-    out
 }
 
 /// The predicted times a ranking of `k` depends on: the fastest, and the k-th fastest.
@@ -308,10 +389,12 @@ fn choose_group(
     pricer: &Pricer,
     terms: &StructureTerms,
     family: &dyn KernelFamily,
+    arch: &Arch,
     plain: TileConfig,
     res: Resources,
 ) -> Raster {
     let mut best = (f64::INFINITY, plain.raster);
+    let occupancy = blocks_per_sm(&plain, res, arch);
     for &group in family.groups() {
         let tile = TileConfig {
             raster: Raster {
@@ -320,7 +403,7 @@ fn choose_group(
             },
             ..plain
         };
-        let bytes = pricer.launch_order_traffic(terms, &tile, res);
+        let bytes = pricer.launch_order_traffic(terms, &tile, occupancy);
         if bytes < best.0 * (1.0 - 1e-9) {
             best = (bytes, tile.raster);
         }
@@ -371,23 +454,29 @@ fn best_stages(
     let deepest = room
         .checked_div(per_stage)
         .map_or(hi, |extra| hi.min(lo + extra as u32));
+    // Occupancy beyond what the grid can fill changes nothing the model (or the GPU) sees.
+    let usable = pricer.usable_occupancy(terms, &base);
     let mut best: Option<(Candidate, u32)> = None;
-    // Occupancy only falls as the pipeline deepens, and at equal occupancy a deeper pipeline
-    // is never predicted slower: price only the deepest depth of each occupancy level.
+    // Occupancy only falls as the pipeline deepens, and at equal usable occupancy a deeper
+    // pipeline is never predicted slower: price only the deepest depth of each usable level.
     let mut priced_occupancy = 0;
     for stages in (lo..=deepest).rev() {
+        if priced_occupancy >= usable {
+            break;
+        }
         let tile = TileConfig { stages, ..base };
         let res = match stages {
             s if s == lo => res_lo,
             s if s == lo + 1 => res_next,
             _ => family.resources(&tile, p),
         };
-        let occupancy = blocks_per_sm(&tile, res, arch);
+        let resident = blocks_per_sm(&tile, res, arch);
+        let occupancy = resident.min(usable);
         if occupancy <= priced_occupancy {
             continue;
         }
         priced_occupancy = occupancy;
-        let Some(time) = pricer.time_with(terms, &tile, res) else {
+        let Some(time) = pricer.time_with(terms, &tile, resident) else {
             continue;
         };
         let time_us = time * 1e6;
@@ -405,4 +494,53 @@ fn best_stages(
         }
     }
     best.map(|(c, _)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::target::Target;
+    use crate::template::MatmulTemplate;
+    use carver_arch::HardwareDb;
+    use proptest::prelude::*;
+
+    fn dim() -> impl Strategy<Value = u64> {
+        prop_oneof![1u64..=64, 1u64..=4096, 4096u64..=32768]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, .. ProptestConfig::default() })]
+
+        /// A group's bound holds for every structure the group expands to (and through the
+        /// structure's own bound, for every depth and launch order of it).
+        #[test]
+        fn group_bound_is_below_its_structures(
+            m in dim(), n in dim(), k in dim(),
+            target in prop::sample::select(Target::ALL.to_vec()),
+            arch_key in prop::sample::select(vec!["h100-sxm", "a100-sxm4-80gb", "l40s", "v100-sxm2", "b200"]),
+            dtype in prop::sample::select(vec![DType::F16, DType::Bf16, DType::Tf32, DType::E4m3, DType::I8]),
+            b_col in any::<bool>(),
+        ) {
+            let db = HardwareDb::embedded().unwrap();
+            let arch = db.get(arch_key).unwrap();
+            let tpl = MatmulTemplate::new(m, n, k)
+                .with_dtype(dtype)
+                .with_target(target)
+                .with_layouts(Layout::Row, if b_col { Layout::Col } else { Layout::Row });
+            let Ok(p) = tpl.validate(arch) else { return Ok(()) };
+            let family = target.family();
+            let Some(pricer) = Pricer::new(family, &p, arch) else { return Ok(()) };
+            let search = Search { pricer: &pricer, family, p: &p, arch, order_matters: true };
+            let [bms, bns, bks] = family.block_sizes(&p, arch);
+            for (layouts, group) in search.groups(&bms, &bns, &bks) {
+                let group_bound = pricer.group_lower_bound(&group);
+                for s in search.expand(&layouts, &group, &bks) {
+                    let bound = pricer.lower_bound(&s.terms, &s.tile);
+                    prop_assert!(group_bound <= bound * (1.0 + 1e-9),
+                        "{group:?}: {group_bound} > {bound} of {:?}", s.tile);
+                }
+            }
+        }
+    }
 }

@@ -6,12 +6,17 @@
 
 use crate::policy::Candidate;
 
-/// How far behind the best a prediction may be and still be picked for diversity.
-pub const DIVERSITY_WINDOW: f64 = 0.35;
+/// How far behind the best a prediction may be and still be picked for diversity: the spread
+/// of the model's own error. On 58 of the 59 shapes measured on the H100 (Triton sweeps and
+/// `cuda-sm90` exhaustive runs) the configuration that measured fastest was predicted within
+/// 12% of the best prediction (median 0.9%, 90th percentile 8.4%; `examples/winner_gap.rs`);
+/// the one beyond (31%, an unaligned shape) was out of reach of a wider window too.
+pub const DIVERSITY_WINDOW: f64 = 0.12;
 /// Predicted-time penalty per unit of similarity to the closest already-picked candidate.
 pub const SIMILARITY_PENALTY: f64 = 0.15;
 
-/// The configuration's parameters, the structural ones first (see [`SIMILAR`]).
+/// The configuration's parameters, the structural ones first: the order that breaks ties in
+/// predicted time.
 fn key(c: &Candidate) -> [u32; 10] {
     let t = &c.tile;
     [
@@ -32,66 +37,203 @@ fn key(c: &Candidate) -> [u32; 10] {
 /// split-K and launch-order group.
 const SIMILAR: usize = 7;
 
-/// Share of the structural parameters two candidates have in common (0 to 1).
-fn similarity(a: &[u32; 10], b: &[u32; 10]) -> f64 {
-    let same = a[..SIMILAR]
-        .iter()
-        .zip(&b[..SIMILAR])
-        .filter(|(x, y)| x == y)
-        .count();
-    same as f64 / SIMILAR as f64
+/// The entries of [`key`] that similarity compares, in 16-bit lanes (the last one unused) so
+/// that a comparison is a few vector instructions. Tile parameters are far below 65536.
+fn signature(c: &Candidate) -> [u16; 8] {
+    let k = key(c);
+    let mut out = [0u16; 8];
+    for (lane, &v) in out.iter_mut().zip(&k[..SIMILAR]) {
+        *lane = v as u16;
+    }
+    out
 }
 
-/// Sorts candidates and picks `topk` of them: best first, then diverse near-best ones.
+/// How many of the structural parameters two candidates have in common (0 to [`SIMILAR`]).
+fn shared_parameters(a: &[u16; 8], b: &[u16; 8]) -> u8 {
+    // The unused lane is equal in every signature.
+    (a.iter().zip(b).filter(|(x, y)| x == y).count() - 1) as u8
+}
+
+/// The factor on a candidate's time when it shares `n` structural parameters with the
+/// closest pick so far: `1 + SIMILARITY_PENALTY * n / SIMILAR`.
+fn penalty(n: u8) -> f64 {
+    1.0 + SIMILARITY_PENALTY * (f64::from(n) / SIMILAR as f64)
+}
+
+/// A candidate of the diversity window not picked yet.
+struct Open {
+    time: f64,
+    /// Its index in the window.
+    slot: usize,
+    /// How many picks its `closest` accounts for.
+    seen: usize,
+    /// The most structural parameters it shares with one of those picks.
+    closest: u8,
+}
+
+/// `time` as an integer in the order of `f64::total_cmp`: integer comparisons are cheaper.
+fn ordered_bits(time: f64) -> u64 {
+    let bits = time.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+/// The inverse of [`ordered_bits`].
+fn from_ordered_bits(bits: u64) -> f64 {
+    f64::from_bits(if bits >> 63 == 1 {
+        bits & !(1 << 63)
+    } else {
+        !bits
+    })
+}
+
+/// Past this time nothing is picked from the diversity window: it is either behind the best by
+/// more than the window, or slower than the k-th fastest even with the largest penalty (then
+/// one of the k fastest is open at every pick and scores lower, and wins ties, being faster).
+fn pick_limit(best: f64, kth: f64) -> f64 {
+    (best * (1.0 + DIVERSITY_WINDOW)).min(kth * (1.0 + SIMILARITY_PENALTY))
+}
+
+/// Picks `topk` candidates: the fastest first, then, from those within the pick limit, the one
+/// with the lowest time penalized by its similarity to the closest pick so far; once none is
+/// left there, the fastest of the rest. Every tie goes to the faster candidate, then to the
+/// smaller [`key`].
 ///
-/// Works on compact (time, key, index) entries: only the few candidates near the best are ever
-/// compared, and comparing through the candidates themselves is slower.
+/// The candidates must have distinct keys (the policy prices each configuration once). Nothing
+/// is sorted: the picks need only the fastest candidates and the window's minima.
 pub fn select(all: &[Candidate], topk: usize) -> Vec<Candidate> {
-    let mut entries: Vec<(f64, [u32; 10], usize)> = all
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.time_us, key(c), i))
-        .collect();
-    entries.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    entries.dedup_by(|a, b| a.1 == b.1);
-    let Some(first) = entries.first() else {
+    if all.is_empty() || topk == 0 {
         return Vec::new();
+    }
+    let bits: Vec<u64> = all.iter().map(|c| ordered_bits(c.time_us)).collect();
+    // The ranking's order: time, then key (only computed for equal times).
+    let before = |a: usize, b: usize| {
+        bits[a]
+            .cmp(&bits[b])
+            .then_with(|| key(&all[a]).cmp(&key(&all[b])))
     };
-    let best = first.0;
-    // Past the window only the fastest remaining are taken, in order.
-    let window = entries
+    let k = topk.min(all.len());
+    let mut scratch = bits.clone();
+    let (faster, &mut kth_bits, _) = scratch.select_nth_unstable(k - 1);
+    let best = from_ordered_bits(faster.iter().copied().fold(kth_bits, u64::min));
+    let limit = ordered_bits(pick_limit(best, from_ordered_bits(kth_bits)));
+
+    let window: Vec<usize> = (0..all.len()).filter(|&i| bits[i] <= limit).collect();
+    let first = window
         .iter()
-        .position(|e| e.0 > best * (1.0 + DIVERSITY_WINDOW))
-        .unwrap_or(entries.len())
-        .max(1);
-    let mut picked: Vec<usize> = vec![first.2];
-    // Each open entry with its similarity to the closest pick so far, kept up to date as picks
-    // are made (one comparison per open entry and pick).
-    let mut open: Vec<(usize, f64)> = (1..window)
-        .map(|e| (e, similarity(&first.1, &entries[e].1)))
+        .copied()
+        .min_by(|&a, &b| before(a, b))
+        .expect("the fastest candidate is within the limit");
+    let signatures: Vec<[u16; 8]> = window.iter().map(|&i| signature(&all[i])).collect();
+    let factors: [f64; SIMILAR + 1] = std::array::from_fn(|n| penalty(n as u8));
+    let mut picked: Vec<usize> = vec![first];
+    // Window slots of the picks, for their signatures.
+    let mut picked_slots: Vec<usize> = vec![window.iter().position(|&i| i == first).unwrap_or(0)];
+    let mut open: Vec<Open> = (0..window.len())
+        .filter(|&slot| window[slot] != first)
+        .map(|slot| Open {
+            time: all[window[slot]].time_us,
+            slot,
+            seen: 0,
+            closest: 0,
+        })
         .collect();
-    let mut beyond = entries[window..].iter();
+    // Past the window only the fastest are taken, in order; they are among the k fastest.
+    let mut beyond: Vec<usize> = (0..all.len())
+        .filter(|&i| bits[i] > limit && bits[i] <= kth_bits)
+        .collect();
+    beyond.sort_unstable_by(|&a, &b| before(a, b));
+    let mut beyond = beyond.into_iter();
     while picked.len() < topk {
         if open.is_empty() {
             match beyond.next() {
-                Some(e) => picked.push(e.2),
+                Some(i) => picked.push(i),
                 None => break,
             }
             continue;
         }
-        let (slot, _) = open
-            .iter()
-            .enumerate()
-            .map(|(slot, &(e, closest))| {
-                (slot, entries[e].0 * (1.0 + SIMILARITY_PENALTY * closest))
-            })
-            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
-            .expect("open is not empty");
-        let (new, _) = open.remove(slot);
-        picked.push(entries[new].2);
-        for (e, closest) in &mut open {
-            *closest = closest.max(similarity(&entries[new].1, &entries[*e].1));
+        // The open candidate with the lowest penalized time. A candidate slower than the best
+        // score so far cannot win (its penalty is at least 1), so its similarity to the picks
+        // is brought up to date only when it might.
+        // (position in `open`, score, window slot)
+        let mut winner: Option<(usize, f64, usize)> = None;
+        for (at, o) in open.iter_mut().enumerate() {
+            if winner.is_some_and(|(_, score, _)| o.time > score) {
+                continue;
+            }
+            for &pick in &picked_slots[o.seen..] {
+                o.closest = o
+                    .closest
+                    .max(shared_parameters(&signatures[pick], &signatures[o.slot]));
+            }
+            o.seen = picked_slots.len();
+            let score = o.time * factors[usize::from(o.closest)];
+            let wins = winner.is_none_or(|(_, best, slot)| {
+                score
+                    .total_cmp(&best)
+                    .then_with(|| before(window[o.slot], window[slot]))
+                    .is_lt()
+            });
+            if wins {
+                winner = Some((at, score, o.slot));
+            }
         }
+        let (at, _, _) = winner.expect("open is not empty");
+        let new = open.swap_remove(at).slot;
+        picked.push(window[new]);
+        picked_slots.push(new);
     }
     picked.into_iter().map(|i| all[i]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::{DType, Layout};
+    use crate::policy::candidates;
+    use crate::target::Target;
+    use crate::template::MatmulTemplate;
+    use carver_arch::HardwareDb;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+        /// What `select` assumes of its input: the policy prices each configuration (as the
+        /// ranking keys it) once.
+        #[test]
+        fn policy_candidates_have_distinct_keys(
+            m in 1u64..=8192, n in 1u64..=8192, k in 1u64..=8192,
+            target in prop::sample::select(Target::ALL.to_vec()),
+            arch_key in prop::sample::select(vec!["h100-sxm", "a100-sxm4-80gb", "l40s", "b200"]),
+            b_col in any::<bool>(),
+        ) {
+            let db = HardwareDb::embedded().unwrap();
+            let arch = db.get(arch_key).unwrap();
+            let tpl = MatmulTemplate::new(m, n, k)
+                .with_dtype(DType::Bf16)
+                .with_target(target)
+                .with_layouts(Layout::Row, if b_col { Layout::Col } else { Layout::Row });
+            let Ok(p) = tpl.validate(arch) else { return Ok(()) };
+            let mut keys: Vec<[u32; 10]> = candidates(target.family(), &p, arch).iter().map(key).collect();
+            let count = keys.len();
+            keys.sort_unstable();
+            keys.dedup();
+            prop_assert_eq!(keys.len(), count);
+        }
+    }
+
+    #[test]
+    fn ordered_bits_follow_total_cmp_and_invert() {
+        let xs = [-3.5, -0.0, 0.0, 1e-300, 1.0, 2.5, 1e300, f64::INFINITY];
+        for w in xs.windows(2) {
+            assert!(ordered_bits(w[0]) < ordered_bits(w[1]), "{w:?}");
+        }
+        for x in xs {
+            assert_eq!(from_ordered_bits(ordered_bits(x)).to_bits(), x.to_bits());
+        }
+    }
 }

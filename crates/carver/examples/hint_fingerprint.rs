@@ -1,0 +1,67 @@
+//! Prints every target's top-8 (config and predicted time) for many shapes on a few GPUs, one
+//! line per (arch, target, shape, layout): diff two runs to see exactly which hints a change to
+//! the policy or the cost model moves (a pure refactor moves none).
+//!
+//! `cargo run --release -p carver --example hint_fingerprint > before.txt`
+//! Shapes: `eval/dev-shapes.json`, `eval/holdout-shapes.json`, `eval/latency-1000.csv`, each
+//! with B row- and column-major, on the H100, the A100 and the L40S.
+use carver::{Layout, MatmulTemplate, Target, recommend_hints};
+use carver_arch::HardwareDb;
+
+fn json_shapes(path: &str) -> Vec<(u64, u64, u64)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["shapes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let d = |k: &str| s[k].as_u64().unwrap();
+            (d("M"), d("N"), d("K"))
+        })
+        .collect()
+}
+
+fn csv_shapes(path: &str) -> Vec<(u64, u64, u64)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<u64> = line
+                .split(',')
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            (f.len() == 3).then(|| (f[0], f[1], f[2]))
+        })
+        .collect()
+}
+
+fn main() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval");
+    let mut shapes = json_shapes(&format!("{root}/dev-shapes.json"));
+    shapes.extend(json_shapes(&format!("{root}/holdout-shapes.json")));
+    shapes.extend(csv_shapes(&format!("{root}/latency-1000.csv")));
+    let db = HardwareDb::embedded().unwrap();
+    for arch_key in ["h100", "a100", "l40s"] {
+        let arch = db.get(arch_key).unwrap();
+        for target in Target::ALL {
+            for &(m, n, k) in &shapes {
+                for layout_b in [Layout::Row, Layout::Col] {
+                    let t = MatmulTemplate::new(m, n, k)
+                        .with_target(target)
+                        .with_layouts(Layout::Row, layout_b);
+                    let line = match recommend_hints(&t, arch, 8) {
+                        Ok(hints) => hints
+                            .iter()
+                            .map(|h| format!("{} {:.4}", h.config, h.prediction.time_us))
+                            .collect::<Vec<_>>()
+                            .join(" | "),
+                        Err(e) => format!("error: {e}"),
+                    };
+                    println!("{arch_key} {target} {m}x{n}x{k} {layout_b:?}: {line}");
+                }
+            }
+        }
+    }
+}

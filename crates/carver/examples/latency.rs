@@ -1,0 +1,90 @@
+//! Per-shape recommendation latency: for every shape of a set, the median time of `reps` calls
+//! of `recommend_hints` (top-8, H100); then the median, 90th percentile and maximum of those
+//! per-shape medians, per target. The divan benchmark (`benches/recommend.rs`) times a fixed
+//! rotation of six shapes; this shows the whole distribution over a shape set.
+//!
+//! `cargo run --release -p carver --example latency -- [reps] [FILE.json|FILE.csv ...]`
+//! (default: `eval/dev-shapes.json` and `eval/latency-1000.csv`, 20 calls per shape).
+use std::time::Instant;
+
+use carver::{MatmulTemplate, Target, recommend_hints};
+use carver_arch::HardwareDb;
+
+fn shapes(path: &str) -> Vec<(u64, u64, u64)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    if path.ends_with(".json") {
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["shapes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let d = |k: &str| s[k].as_u64().unwrap();
+                (d("M"), d("N"), d("K"))
+            })
+            .collect()
+    } else {
+        text.lines()
+            .skip(1)
+            .filter_map(|line| {
+                let f: Vec<u64> = line
+                    .split(',')
+                    .skip(1)
+                    .filter_map(|x| x.parse().ok())
+                    .collect();
+                (f.len() == 3).then(|| (f[0], f[1], f[2]))
+            })
+            .collect()
+    }
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let reps: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(20);
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval");
+    let mut files: Vec<String> = args.iter().skip(1).cloned().collect();
+    if files.is_empty() {
+        files = vec![
+            format!("{root}/dev-shapes.json"),
+            format!("{root}/latency-1000.csv"),
+        ];
+    }
+    let db = HardwareDb::embedded().unwrap();
+    let arch = db.get("h100").unwrap();
+    println!("| shapes | target | median us | p90 us | max us | shapes over 50 us |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for file in &files {
+        let set = shapes(file);
+        let name = file.rsplit('/').next().unwrap_or(file);
+        for target in Target::ALL {
+            let mut per_shape: Vec<f64> = Vec::new();
+            for &(m, n, k) in &set {
+                let t = MatmulTemplate::new(m, n, k).with_target(target);
+                let mut times: Vec<f64> = (0..reps)
+                    .map(|_| {
+                        let start = Instant::now();
+                        let hints = recommend_hints(std::hint::black_box(&t), arch, 8);
+                        let elapsed = start.elapsed().as_secs_f64() * 1e6;
+                        std::hint::black_box(hints).ok();
+                        elapsed
+                    })
+                    .collect();
+                times.sort_by(f64::total_cmp);
+                per_shape.push(quantile(&times, 0.5));
+            }
+            per_shape.sort_by(f64::total_cmp);
+            println!(
+                "| {name} ({}) | {target} | {:.1} | {:.1} | {:.1} | {} |",
+                set.len(),
+                quantile(&per_shape, 0.5),
+                quantile(&per_shape, 0.9),
+                per_shape[per_shape.len() - 1],
+                per_shape.iter().filter(|&&t| t > 50.0).count()
+            );
+        }
+    }
+}
