@@ -123,16 +123,16 @@ fn mainloop_dram_bytes(
     let rows = |b: u64| b.min(group).max(b.div_ceil(tiles_n)).min(tiles_m);
     let full_waves = per_batch / concurrent;
     let last = per_batch % concurrent;
-    let waves_sum = |f: &dyn Fn(u64) -> u64| {
+    fn waves_sum(full_waves: u64, concurrent: u64, last: u64, f: impl Fn(u64) -> u64) -> f64 {
         (full_waves * f(concurrent) + if last > 0 { f(last) } else { 0 }) as f64
-    };
+    }
 
     // Across waves a panel survives only in the L2: all of B (or A) fitting means one read
     // each; an A panel also survives while one wave's B panels stream past it.
     let b_reads = if pricer.b_fits_l2 {
         tiles_n as f64
     } else {
-        waves_sum(&cols)
+        waves_sum(full_waves, concurrent, last, cols)
     };
     let a_reads = if pricer.a_fits_l2
         || cols(concurrent) as f64 * t.b_panel + rows(concurrent) as f64 * t.a_panel
@@ -140,7 +140,7 @@ fn mainloop_dram_bytes(
     {
         tiles_m as f64
     } else {
-        waves_sum(&rows)
+        waves_sum(full_waves, concurrent, last, rows)
     };
     pricer.batch * (t.a_panel * a_reads / t.a_line + t.b_panel * b_reads / t.b_line)
 }

@@ -176,12 +176,12 @@ struct Structure {
 
 impl Search<'_> {
     fn run(&self, bms: &[u32], bns: &[u32], bks: &[u32], topk: Option<usize>) -> Vec<Candidate> {
-        let groups = self.groups(bms, bns, bks);
-        let mut out = Vec::new();
+        let (layouts, groups) = self.groups(bms, bns, bks);
+        let mut out = Vec::with_capacity(64);
         let Some(topk) = topk else {
             // The whole space: nothing to prune, no order needed.
-            for (layouts, group) in &groups {
-                let structures = self.expand(layouts, group, bks);
+            for (pair, group) in &groups {
+                let structures = self.expand(&layouts[*pair], group, bks);
                 out.extend(structures.iter().filter_map(|s| self.price(s)));
             }
             return out;
@@ -191,14 +191,12 @@ impl Search<'_> {
         // Best bound first. Bounds are finite and non-negative, so their bit patterns sort as
         // the numbers do.
         let key = |bound: f64| (bound * 1e6).to_bits();
-        let mut queue: BinaryHeap<Reverse<(u64, Node)>> = groups
-            .iter()
-            .enumerate()
-            .map(|(i, (_, g))| {
-                let bound = self.pricer.group_lower_bound(g);
-                Reverse((key(bound), Node::Group(i as u32)))
-            })
-            .collect();
+        let mut queue = Vec::with_capacity(groups.len() * (1 + bks.len()));
+        queue.extend(groups.iter().enumerate().map(|(i, (_, g))| {
+            let bound = self.pricer.group_lower_bound(g);
+            Reverse((key(bound), Node::Group(i as u32)))
+        }));
+        let mut queue = BinaryHeap::from(queue);
         let mut fastest = Fastest::new(Some(topk));
         while let Some(Reverse((bound_bits, node))) = queue.pop() {
             // Rounding in the bound's different order of sums must not prune a tie.
@@ -207,8 +205,8 @@ impl Search<'_> {
             }
             match node {
                 Node::Group(i) => {
-                    let (layouts, group) = &groups[i as usize];
-                    let structures = self.expand(layouts, group, bks);
+                    let (pair, group) = &groups[i as usize];
+                    let structures = self.expand(&layouts[*pair], group, bks);
                     for (j, s) in structures.iter().enumerate() {
                         let bound = self.pricer.lower_bound(&s.terms, &s.tile);
                         queue.push(Reverse((key(bound), Node::Structure(i, j as u32))));
@@ -226,16 +224,23 @@ impl Search<'_> {
         out
     }
 
-    /// Every group of the space, with the warp layouts its structures use. mma.sync runs at a
-    /// fraction of wgmma's rate where both exist: a tile some warp count can run with wgmma
-    /// is not priced with mma.sync.
-    fn groups(&self, bms: &[u32], bns: &[u32], bks: &[u32]) -> Vec<(Vec<WarpLayout>, TileGroup)> {
+    /// Every group of the space: the warp layouts of each block size pair, and the groups
+    /// with the index of their pair's layouts. mma.sync runs at a fraction of wgmma's rate
+    /// where both exist: a tile some warp count can run with wgmma is not priced with mma.sync.
+    #[allow(clippy::type_complexity)]
+    fn groups(
+        &self,
+        bms: &[u32],
+        bns: &[u32],
+        bks: &[u32],
+    ) -> (Vec<Vec<WarpLayout>>, Vec<(usize, TileGroup)>) {
         let (p, arch, family) = (self.p, self.arch, self.family);
         let sms = u64::from(arch.sm.count);
         let (Some(&shortest_k), Some(&longest_k)) = (bks.iter().min(), bks.iter().max()) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let most_k_tiles = p.k.div_ceil(u64::from(shortest_k));
+        let mut pairs = Vec::new();
         let mut out = Vec::new();
         for &bm in bms {
             let tiles_m = p.m.div_ceil(u64::from(bm));
@@ -259,6 +264,8 @@ impl Search<'_> {
                         compute / (compute + f64::from(l.producer_warps))
                     })
                     .fold(1.0, f64::min);
+                let pair = pairs.len();
+                pairs.push(layouts);
                 for &split in family.split_ks() {
                     // Split K only when the tiles alone leave SMs idle, and keep at least two
                     // iterations per split (for some block_k) so the pipeline has work.
@@ -275,12 +282,12 @@ impl Search<'_> {
                             longest_block_k: longest_k,
                             least_compute_share,
                         };
-                        out.push((layouts.clone(), group));
+                        out.push((pair, group));
                     }
                 }
             }
         }
-        out
+        (pairs, out)
     }
 
     /// The legal structures of `group`.
@@ -533,9 +540,10 @@ mod tests {
             let Some(pricer) = Pricer::new(family, &p, arch) else { return Ok(()) };
             let search = Search { pricer: &pricer, family, p: &p, arch, order_matters: true };
             let [bms, bns, bks] = family.block_sizes(&p, arch);
-            for (layouts, group) in search.groups(&bms, &bns, &bks) {
+            let (layouts, groups) = search.groups(&bms, &bns, &bks);
+            for (pair, group) in groups {
                 let group_bound = pricer.group_lower_bound(&group);
-                for s in search.expand(&layouts, &group, &bks) {
+                for s in search.expand(&layouts[pair], &group, &bks) {
                     let bound = pricer.lower_bound(&s.terms, &s.tile);
                     prop_assert!(group_bound <= bound * (1.0 + 1e-9),
                         "{group:?}: {group_bound} > {bound} of {:?}", s.tile);

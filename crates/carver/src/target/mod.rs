@@ -259,10 +259,11 @@ pub(crate) fn pick_mma(
 
 /// Accumulator registers per compute thread.
 pub(crate) fn accumulator_registers(config: &TileConfig, problem: &Problem) -> u32 {
-    let acc_words = if problem.acc.bytes() == 2 { 0.5 } else { 1.0 };
-    let per_thread = f64::from(config.block_m) * f64::from(config.block_n)
-        / f64::from(32 * config.compute_warps());
-    (per_thread * acc_words).ceil() as u32
+    // Two 2-byte accumulators share a 32-bit register.
+    let per_register = if problem.acc.bytes() == 2 { 2 } else { 1 };
+    let elements = u64::from(config.block_m) * u64::from(config.block_n);
+    let threads = u64::from(32 * config.compute_warps()).max(1);
+    u32::try_from(elements.div_ceil(threads * per_register)).unwrap_or(u32::MAX)
 }
 
 /// Reads an unsigned integer field of a native config dict.
