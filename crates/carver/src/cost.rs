@@ -16,7 +16,7 @@ use carver_arch::{Arch, InstructionFamily};
 
 use crate::dtype::Layout;
 use crate::target::{
-    KernelFamily, LoadPath, Resources, SplitKReduction, staged_elements_per_thread,
+    KernelFamily, LoadPaths, Resources, SplitKReduction, staged_elements_per_thread,
 };
 use crate::template::Problem;
 use carver_schema::TileConfig;
@@ -348,7 +348,7 @@ pub struct Pricer<'a> {
     l2_bw: f64,
     smem_bw_sm: f64,
     has_wgmma: bool,
-    path: LoadPath,
+    paths: LoadPaths,
     port: f64,
     split_reduction: SplitKReduction,
     /// Seconds of the family's operand copies before the kernel (the same for every config).
@@ -382,7 +382,7 @@ impl<'a> Pricer<'a> {
                 .tensor_instructions
                 .iter()
                 .any(|i| i.family == InstructionFamily::Wgmma),
-            path: family.load_path(p, arch),
+            paths: family.load_paths(p, arch),
             port: SM_L2_PORT_BYTES_PER_CLOCK * clock,
             split_reduction: family.split_k_reduction(),
             repack_time: {
@@ -470,7 +470,7 @@ impl<'a> Pricer<'a> {
             e,
             peak,
             has_wgmma,
-            path,
+            paths,
             ..
         } = *self;
         let (bm, bn, bk) = (
@@ -495,15 +495,10 @@ impl<'a> Pricer<'a> {
             InstructionFamily::MmaSync => (f64::from(c.warps_n), f64::from(c.warps_m)),
         };
         // Element-wise staging: each warp issues its elements' loads, conversions and stores itself.
-        let staged_issue = match path {
-            LoadPath::Registers => {
-                let warps_per_scheduler = c.compute_warps().div_ceil(arch.sm.tensor_cores.max(1));
-                f64::from(staged_elements_per_thread(c) * warps_per_scheduler)
-                    * STAGED_ELEMENT_CYCLES
-                    / clock
-            }
-            LoadPath::CpAsync | LoadPath::Tma => 0.0,
-        };
+        let warps_per_scheduler = c.compute_warps().div_ceil(arch.sm.tensor_cores.max(1));
+        let staged_issue = f64::from(staged_elements_per_thread(c, paths) * warps_per_scheduler)
+            * STAGED_ELEMENT_CYCLES
+            / clock;
 
         let (epilogue_bytes_per_block, epilogue_rate) =
             self.epilogue_terms(c.block_m, c.block_n, c.split_k);
@@ -621,16 +616,13 @@ impl<'a> Pricer<'a> {
             self.epilogue_terms(g.block_m, g.block_n, g.split_k);
         let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
         // Staged element-wise, each scheduler issues its warps' share of the block's elements.
-        let staged_per_block = match self.path {
-            LoadPath::Registers => {
-                // `TileConfig::threads` counts 32 per warp.
-                (bm + bn) * k_per_block * g.least_compute_share
-                    / f64::from(32 * self.arch.sm.tensor_cores.max(1))
-                    * STAGED_ELEMENT_CYCLES
-                    / self.clock
-            }
-            LoadPath::CpAsync | LoadPath::Tma => 0.0,
-        };
+        // `TileConfig::threads` counts 32 per warp.
+        let staged_per_block = f64::from(self.paths.staged_rows(g.block_m, g.block_n))
+            * k_per_block
+            * g.least_compute_share
+            / f64::from(32 * self.arch.sm.tensor_cores.max(1))
+            * STAGED_ELEMENT_CYCLES
+            / self.clock;
         let iterations =
             p.k.div_ceil(u64::from(g.longest_block_k))
                 .div_ceil(u64::from(g.split_k)) as f64;
@@ -661,9 +653,10 @@ impl<'a> Pricer<'a> {
         let fill = self.stage_latency(b.dram_floor, b.l2_mainloop);
         // Loads staged through registers overlap nothing of their own block: every iteration
         // waits for its stage.
-        let exposed = match self.path {
-            LoadPath::Registers => b.iterations * fill,
-            LoadPath::CpAsync | LoadPath::Tma => 0.0,
+        let exposed = if self.paths.any_staged() {
+            b.iterations * fill
+        } else {
+            0.0
         };
         let main = throughput.max(b.critical_path + exposed);
         LAUNCH_OVERHEAD_US * 1e-6
@@ -741,7 +734,7 @@ impl<'a> Pricer<'a> {
             l2_bw,
             smem_bw_sm,
             has_wgmma,
-            path,
+            paths,
             port,
             ..
         } = *self;
@@ -774,10 +767,10 @@ impl<'a> Pricer<'a> {
             let dram = blocks * dram_per_iter / dram_bw;
             let single = t.single;
             let arrival = latency + stage_transfer(blocks);
-            let latency = match (path, c.stages) {
-                // Nothing overlaps a block's own loads: it waits for them every iteration.
-                (LoadPath::Registers, _) | (_, 0..=1) => arrival + single,
-                (_, stages) => arrival / f64::from(stages - 1),
+            let latency = match (paths.any_staged(), c.stages) {
+                // Nothing overlaps a block's own staged loads: it waits for them every iteration.
+                (true, _) | (_, 0..=1) => arrival + single,
+                (false, stages) => arrival / f64::from(stages - 1),
             };
             IterationTimes {
                 compute,

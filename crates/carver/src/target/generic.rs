@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::tma_or_cp_async;
 use super::{
-    KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
+    KernelFamily, LoadPaths, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
     mma_sync_warps, pick_mma, wgmma_warps,
 };
 use crate::error::CarverError;
@@ -88,7 +88,7 @@ impl KernelFamily for GenericFamily {
         &[(1, 1)]
     }
 
-    fn load_path(&self, problem: &Problem, arch: &Arch) -> LoadPath {
+    fn load_paths(&self, problem: &Problem, arch: &Arch) -> LoadPaths {
         tma_or_cp_async(problem, arch)
     }
 

@@ -99,6 +99,35 @@ pub enum LoadPath {
     Registers,
 }
 
+/// How each operand reaches shared memory: a kernel stages only the operand whose alignment it
+/// cannot prove through registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadPaths {
+    pub a: LoadPath,
+    pub b: LoadPath,
+}
+
+impl LoadPaths {
+    pub const fn both(path: LoadPath) -> Self {
+        Self { a: path, b: path }
+    }
+
+    /// Whether some operand is staged through registers: the block then waits for that
+    /// operand's loads every iteration.
+    pub fn any_staged(self) -> bool {
+        self.a == LoadPath::Registers || self.b == LoadPath::Registers
+    }
+
+    /// Tile rows staged per element of `block_k`: `block_m` when A is staged, plus `block_n`
+    /// when B is.
+    pub fn staged_rows(self, block_m: u32, block_n: u32) -> u32 {
+        let staged = |path: LoadPath, rows: u32| {
+            if path == LoadPath::Registers { rows } else { 0 }
+        };
+        staged(self.a, block_m) + staged(self.b, block_n)
+    }
+}
+
 /// How partial sums of a split-K launch are combined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -161,7 +190,7 @@ pub trait KernelFamily: Sync {
         &[false]
     }
 
-    fn load_path(&self, problem: &Problem, arch: &Arch) -> LoadPath;
+    fn load_paths(&self, problem: &Problem, arch: &Arch) -> LoadPaths;
     fn split_k_reduction(&self) -> SplitKReduction;
 
     /// Operands the family copies into padded, aligned buffers before its kernel runs, because
@@ -303,9 +332,9 @@ pub(crate) fn wgmma_warps(block_m: u32, warps: u32) -> (u32, u32) {
     (4 * groups_m, groups / groups_m)
 }
 
-/// Whether both operands can be loaded in 16-byte vectors: each leading dimension must be a
-/// multiple of `multiple_elems` elements (kernel families prove alignment differently).
-pub(crate) fn operands_vectorizable(problem: &Problem, multiple_elems: u64) -> bool {
+/// Whether the leading dimension of A, and of B, is a multiple of `multiple_elems` elements (what
+/// a family needs to load that operand in vectors; families prove alignment differently).
+pub(crate) fn leading_dims_divisible(problem: &Problem, multiple_elems: u64) -> (bool, bool) {
     use crate::dtype::Layout;
     let lda = match problem.layout_a {
         Layout::Row => problem.k,
@@ -315,12 +344,12 @@ pub(crate) fn operands_vectorizable(problem: &Problem, multiple_elems: u64) -> b
         Layout::Row => problem.n,
         Layout::Col => problem.k,
     };
-    lda % multiple_elems == 0 && ldb % multiple_elems == 0
+    (lda % multiple_elems == 0, ldb % multiple_elems == 0)
 }
 
-/// Elements of A and B one thread stages through registers per main-loop iteration.
-pub(crate) fn staged_elements_per_thread(config: &TileConfig) -> u32 {
-    ((config.block_m + config.block_n) * config.block_k).div_ceil(config.threads())
+/// Elements one thread stages through registers per main-loop iteration.
+pub(crate) fn staged_elements_per_thread(config: &TileConfig, paths: LoadPaths) -> u32 {
+    (paths.staged_rows(config.block_m, config.block_n) * config.block_k).div_ceil(config.threads())
 }
 
 /// The usual arrangement of `warps` compute warps over a block: wgmma warpgroups when the arch has
@@ -347,14 +376,23 @@ pub(crate) fn compute_layout(
     })
 }
 
-/// Load path of families that lower their copies to TMA on Hopper and later and to cp.async
-/// before, and stage element-wise when an operand is not 16-byte aligned.
-pub(crate) fn tma_or_cp_async(problem: &Problem, arch: &Arch) -> LoadPath {
-    if !(problem.aligned_a && problem.aligned_b) {
-        LoadPath::Registers
-    } else if arch.gpu.compute_capability.major >= 9 {
+/// Load paths of families that lower their copies to TMA on Hopper and later and to cp.async
+/// before, and stage an operand element-wise when its rows are not 16-byte aligned.
+pub(crate) fn tma_or_cp_async(problem: &Problem, arch: &Arch) -> LoadPaths {
+    let vectors = if arch.gpu.compute_capability.major >= 9 {
         LoadPath::Tma
     } else {
         LoadPath::CpAsync
+    };
+    let path = |aligned: bool| {
+        if aligned {
+            vectors
+        } else {
+            LoadPath::Registers
+        }
+    };
+    LoadPaths {
+        a: path(problem.aligned_a),
+        b: path(problem.aligned_b),
     }
 }

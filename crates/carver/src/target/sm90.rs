@@ -16,7 +16,9 @@
 use carver_arch::{Arch, InstructionFamily};
 use serde::{Deserialize, Serialize};
 
-use super::{KernelFamily, LoadPath, Repack, Resources, SplitKReduction, Target, WarpLayout};
+use super::{
+    KernelFamily, LoadPath, LoadPaths, Repack, Resources, SplitKReduction, Target, WarpLayout,
+};
 use crate::dtype::{DType, Layout};
 use crate::error::CarverError;
 use crate::template::Problem;
@@ -215,8 +217,8 @@ impl KernelFamily for Sm90Family {
         &[false, true]
     }
 
-    fn load_path(&self, _problem: &Problem, _arch: &Arch) -> LoadPath {
-        LoadPath::Tma
+    fn load_paths(&self, _problem: &Problem, _arch: &Arch) -> LoadPaths {
+        LoadPaths::both(LoadPath::Tma)
     }
 
     fn split_k_reduction(&self) -> SplitKReduction {

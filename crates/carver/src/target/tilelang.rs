@@ -5,7 +5,7 @@ use carver_arch::Arch;
 use serde_json::json;
 
 use super::{
-    KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
+    KernelFamily, LoadPaths, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
     field_u32,
 };
 use super::{compute_layout, tma_or_cp_async};
@@ -83,7 +83,7 @@ impl KernelFamily for TileLangFamily {
         &[1]
     }
 
-    fn load_path(&self, problem: &Problem, arch: &Arch) -> LoadPath {
+    fn load_paths(&self, problem: &Problem, arch: &Arch) -> LoadPaths {
         tma_or_cp_async(problem, arch)
     }
 

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::compute_layout;
 use super::{
-    KernelFamily, LoadPath, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
-    field_u32, operands_vectorizable, staged_elements_per_thread,
+    KernelFamily, LoadPath, LoadPaths, Resources, SplitKReduction, Target, WarpLayout,
+    accumulator_registers, field_u32, leading_dims_divisible, staged_elements_per_thread,
 };
 use crate::dtype::DType;
 use crate::error::CarverError;
@@ -20,6 +20,23 @@ const BLOCKS: [u32; 5] = [16, 32, 64, 128, 256];
 const WARPS: [u32; 4] = [1, 2, 4, 8];
 
 impl TritonFamily {
+    /// Triton specializes integer arguments on divisibility by 16 (elements); only an operand
+    /// whose leading dimension is divisible gets vectorized loads pipelined with cp.async.
+    fn paths(problem: &Problem) -> LoadPaths {
+        let (a, b) = leading_dims_divisible(problem, 16);
+        let path = |vectorized: bool| {
+            if vectorized {
+                LoadPath::CpAsync
+            } else {
+                LoadPath::Registers
+            }
+        };
+        LoadPaths {
+            a: path(a),
+            b: path(b),
+        }
+    }
+
     fn layout(
         &self,
         block_m: u32,
@@ -86,14 +103,8 @@ impl KernelFamily for TritonFamily {
         &[1, 2, 4, 8, 16]
     }
 
-    fn load_path(&self, problem: &Problem, _arch: &Arch) -> LoadPath {
-        // Triton specializes integer arguments on divisibility by 16 (elements); only then does
-        // it vectorize loads and pipeline them with cp.async.
-        if operands_vectorizable(problem, 16) {
-            LoadPath::CpAsync
-        } else {
-            LoadPath::Registers
-        }
+    fn load_paths(&self, problem: &Problem, _arch: &Arch) -> LoadPaths {
+        Self::paths(problem)
     }
 
     fn split_k_reduction(&self) -> SplitKReduction {
@@ -102,25 +113,26 @@ impl KernelFamily for TritonFamily {
 
     fn resources(&self, c: &TileConfig, problem: &Problem) -> Resources {
         let e = u64::from(problem.in_bytes());
-        let staged = !operands_vectorizable(problem, 16);
-        // Staged through registers there is one shared-memory buffer whatever num_stages says.
-        let buffers = if staged {
-            1
-        } else {
-            u64::from(c.stages.max(1))
+        let paths = Self::paths(problem);
+        // An operand staged through registers has one shared-memory buffer whatever num_stages
+        // says; a pipelined one has num_stages.
+        let buffers = |path: LoadPath| match path {
+            LoadPath::Registers => 1,
+            LoadPath::CpAsync | LoadPath::Tma => u64::from(c.stages.max(1)),
         };
-        let pipeline = buffers * u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e;
+        let pipeline = (buffers(paths.a) * u64::from(c.block_m)
+            + buffers(paths.b) * u64::from(c.block_n))
+            * u64::from(c.block_k)
+            * e;
         // The epilogue converts the accumulator layout through shared memory, reusing the
         // pipeline buffers once the main loop is done.
         let epilogue = u64::from(c.block_m) * u64::from(c.block_n) * u64::from(problem.c.bytes());
         let threads = c.threads();
-        let vectors = (u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e).div_ceil(16);
+        let vector_rows = c.block_m + c.block_n - paths.staged_rows(c.block_m, c.block_n);
+        let vectors = (u64::from(vector_rows) * u64::from(c.block_k) * e).div_ceil(16);
         // A 64-bit pointer per 16-byte vector; staged element-wise, a pointer and a value per element.
-        let load_regs = if staged {
-            3 * staged_elements_per_thread(c)
-        } else {
-            (2 * vectors.div_ceil(u64::from(threads))).min(64) as u32
-        };
+        let load_regs = 3 * staged_elements_per_thread(c, paths)
+            + (2 * vectors.div_ceil(u64::from(threads))).min(64) as u32;
         let operand_regs = match c.mma {
             InstructionFamily::MmaSync => {
                 let (wm, wn) = c.warp_tile();
