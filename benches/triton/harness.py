@@ -566,6 +566,8 @@ def parse_args(argv=None):
     ap.add_argument("--carver-bin", help="run this carver binary to produce the picks (wall time recorded)")
     ap.add_argument("--carver-args", default="", help="extra arguments for --carver-bin, space-separated")
     ap.add_argument("--nvmmh-picks", help="nvMatmulHeuristics picks file (from nvmmh_picks.py)")
+    ap.add_argument("--picks", action="append", default=[], metavar="LABEL=FILE",
+                    help="another ranker's picks file (carver's JSON form), timed in the same run; repeatable")
     ap.add_argument("--only", help="comma-separated shape names to run")
     ap.add_argument("--max-configs", type=int, help="smoke test: at most N grid configs per shape (picks are always added)")
     ap.add_argument("--out", required=True, help="output folder (created)")
@@ -617,6 +619,11 @@ def main(argv=None):
         rankers["carver"] = S.load_picks(args.carver_picks, "carver")
     if args.nvmmh_picks:
         rankers["nvmmh"] = S.load_picks(args.nvmmh_picks, "nvmmh")
+    for spec in args.picks:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not path or label in rankers:
+            raise FatalError(f"--picks takes LABEL=FILE with a new label, got {spec!r}")
+        rankers[label] = S.load_picks(path, label)
     labels = list(rankers)
 
     # ---- the configs to measure per shape ----------------------------------------------------
