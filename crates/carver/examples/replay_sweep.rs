@@ -97,7 +97,11 @@ fn main() {
             .into_iter()
             .filter(|c| measured.contains_key(&key_of(&family.native(&c.tile))))
             .collect();
-        let chosen = carver::rank::select(&covered, 8);
+        let chosen = carver::rank::select(
+            &covered,
+            8,
+            carver::rank::window_for(family, &problem, arch),
+        );
         let pick_times: Vec<Option<f64>> = chosen
             .iter()
             .map(|c| measured.get(&key_of(&family.native(&c.tile))).copied())

@@ -2,7 +2,7 @@
 //! fastest: for every shape of saved GPU measurements (Triton sweeps, `cuda-sm90` exhaustive
 //! runs), the winner's predicted time over the best predicted time among the measured configs,
 //! and the same for the best-predicted config measured within 2% and 5% of the winner. The
-//! ranking's diversity window (`rank::DIVERSITY_WINDOW`) is set from this spread.
+//! ranking's diversity windows (`rank::diversity_window`) are set from this spread.
 //!
 //! `cargo run --release -p carver --example winner_gap -- \
 //!     benches/triton/runs/h100-2026-11-22-sweep4/triton_sweep.json \

@@ -56,7 +56,8 @@ pub fn recommend_hints(
     }
     // Only the picks get the full prediction (breakdown, bound); each was priced by the same
     // model, so it exists.
-    Ok(rank::select(&all, topk)
+    let window = rank::window_for(family, &problem, arch);
+    Ok(rank::select(&all, topk, window)
         .into_iter()
         .filter_map(|c| Some((pricer.predict(&c.tile, c.res)?, c)))
         .enumerate()

@@ -38,7 +38,7 @@ use ordered_float::OrderedFloat;
 
 use crate::cost::{Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters};
 use crate::dtype::Layout;
-use crate::rank::{DIVERSITY_WINDOW, SIMILARITY_PENALTY};
+use crate::rank::{SIMILARITY_PENALTY, window_for};
 use crate::target::{KernelFamily, Resources, WarpLayout, check_fits};
 use crate::template::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
@@ -197,7 +197,7 @@ impl Search<'_> {
             Reverse((key(bound), Node::Group(i as u32)))
         }));
         let mut queue = BinaryHeap::from(queue);
-        let mut fastest = Fastest::new(Some(topk));
+        let mut fastest = Fastest::new(topk, window_for(self.family, self.p, self.arch));
         while let Some(Reverse((bound_bits, node))) = queue.pop() {
             // Rounding in the bound's different order of sums must not prune a tie.
             if f64::from_bits(bound_bits) * (1.0 - 1e-9) > fastest.threshold() {
@@ -351,15 +351,18 @@ impl Search<'_> {
 /// The predicted times a ranking of `k` depends on: the fastest, and the k-th fastest.
 struct Fastest {
     k: usize,
-    /// The k smallest times so far (all of them without `k`), a max-heap.
+    /// The ranking's diversity window.
+    window: f64,
+    /// The k smallest times so far, a max-heap.
     times: BinaryHeap<OrderedFloat<f64>>,
     best: f64,
 }
 
 impl Fastest {
-    fn new(k: Option<usize>) -> Self {
+    fn new(k: usize, window: f64) -> Self {
         Self {
-            k: k.unwrap_or(0),
+            k,
+            window,
             times: BinaryHeap::new(),
             best: f64::INFINITY,
         }
@@ -367,9 +370,6 @@ impl Fastest {
 
     fn push(&mut self, time: f64) {
         self.best = self.best.min(time);
-        if self.k == 0 {
-            return;
-        }
         self.times.push(OrderedFloat(time));
         if self.times.len() > self.k {
             self.times.pop();
@@ -379,13 +379,13 @@ impl Fastest {
     /// No candidate slower than this can be picked. Either it is past the diversity window of
     /// the best so far and behind `k` faster ones, or `k` candidates are faster even with the
     /// largest similarity penalty, so one of them beats it at every pick. Infinite until `k`
-    /// are known, and without `k`.
+    /// are known.
     fn threshold(&self) -> f64 {
-        if self.k == 0 || self.times.len() < self.k {
+        if self.times.len() < self.k {
             return f64::INFINITY;
         }
         let kth = self.times.peek().map_or(f64::INFINITY, |t| t.0);
-        let outside_window = kth.max(self.best * (1.0 + DIVERSITY_WINDOW));
+        let outside_window = kth.max(self.best * (1.0 + self.window));
         let outpenalized = kth * (1.0 + SIMILARITY_PENALTY);
         outside_window.min(outpenalized)
     }

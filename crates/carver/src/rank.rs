@@ -4,14 +4,35 @@
 //! difference from what is already picked, because the model's errors are correlated between
 //! similar configurations: eight near-copies of one tile succeed or fail together.
 
-use crate::policy::Candidate;
+use carver_arch::Arch;
 
-/// How far behind the best a prediction may be and still be picked for diversity: the spread
-/// of the model's own error. On 58 of the 59 shapes measured on the H100 (Triton sweeps and
-/// `cuda-sm90` exhaustive runs) the configuration that measured fastest was predicted within
-/// 12% of the best prediction (median 0.9%, 90th percentile 8.4%; `examples/winner_gap.rs`);
-/// the one beyond (31%, an unaligned shape) was out of reach of a wider window too.
+use crate::policy::Candidate;
+use crate::target::{KernelFamily, LoadPaths};
+use crate::template::Problem;
+
+/// How far behind the best a prediction may be and still be picked for diversity: the spread of
+/// the model's own error, measured for two classes of problem (`examples/winner_gap.rs` on the
+/// H100 sweeps and exhaustive runs). With every operand loaded in vectors, a configuration
+/// within 2% of the measured best was predicted within 10% of the best prediction on every
+/// shape (median 0%, 90th percentile 6.6%). With an operand staged through registers, the
+/// model's least accurate terms, such a configuration was predicted up to 32% behind.
+pub fn diversity_window(paths: LoadPaths) -> f64 {
+    if paths.any_staged() {
+        STAGED_DIVERSITY_WINDOW
+    } else {
+        DIVERSITY_WINDOW
+    }
+}
+
+/// The window where every operand is loaded in vectors (see [`diversity_window`]).
 pub const DIVERSITY_WINDOW: f64 = 0.12;
+/// The window where an operand is staged through registers (see [`diversity_window`]).
+pub const STAGED_DIVERSITY_WINDOW: f64 = 0.35;
+
+/// The window of `family`'s ranking for `problem` on `arch`.
+pub fn window_for(family: &dyn KernelFamily, problem: &Problem, arch: &Arch) -> f64 {
+    diversity_window(family.load_paths(problem, arch))
+}
 /// Predicted-time penalty per unit of similarity to the closest already-picked candidate.
 pub const SIMILARITY_PENALTY: f64 = 0.15;
 
@@ -93,18 +114,19 @@ fn from_ordered_bits(bits: u64) -> f64 {
 /// Past this time nothing is picked from the diversity window: it is either behind the best by
 /// more than the window, or slower than the k-th fastest even with the largest penalty (then
 /// one of the k fastest is open at every pick and scores lower, and wins ties, being faster).
-fn pick_limit(best: f64, kth: f64) -> f64 {
-    (best * (1.0 + DIVERSITY_WINDOW)).min(kth * (1.0 + SIMILARITY_PENALTY))
+fn pick_limit(best: f64, kth: f64, window: f64) -> f64 {
+    (best * (1.0 + window)).min(kth * (1.0 + SIMILARITY_PENALTY))
 }
 
-/// Picks `topk` candidates: the fastest first, then, from those within the pick limit, the one
+/// Picks `topk` candidates: the fastest first, then, from those within the pick limit (`window`
+/// behind the fastest at most: [`diversity_window`]), the one
 /// with the lowest time penalized by its similarity to the closest pick so far; once none is
 /// left there, the fastest of the rest. Every tie goes to the faster candidate, then to the
 /// smaller [`key`].
 ///
 /// The candidates must have distinct keys (the policy prices each configuration once). Nothing
 /// is sorted: the picks need only the fastest candidates and the window's minima.
-pub fn select(all: &[Candidate], topk: usize) -> Vec<Candidate> {
+pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
     if all.is_empty() || topk == 0 {
         return Vec::new();
     }
@@ -119,7 +141,7 @@ pub fn select(all: &[Candidate], topk: usize) -> Vec<Candidate> {
     let mut scratch = bits.clone();
     let (faster, &mut kth_bits, _) = scratch.select_nth_unstable(k - 1);
     let best = from_ordered_bits(faster.iter().copied().fold(kth_bits, u64::min));
-    let limit = ordered_bits(pick_limit(best, from_ordered_bits(kth_bits)));
+    let limit = ordered_bits(pick_limit(best, from_ordered_bits(kth_bits), window));
 
     let window: Vec<usize> = (0..all.len()).filter(|&i| bits[i] <= limit).collect();
     let first = window

@@ -149,7 +149,8 @@ proptest! {
         let pruned = carver::policy::candidates_for_topk(family, &problem, arch, Some(topk));
         prop_assert!(pruned.len() <= all.len());
         let tiles = |c: &[carver::policy::Candidate]| {
-            carver::rank::select(c, topk).iter().map(|c| (c.tile, c.time_us)).collect::<Vec<_>>()
+            let window = carver::rank::window_for(family, &problem, arch);
+            carver::rank::select(c, topk, window).iter().map(|c| (c.tile, c.time_us)).collect::<Vec<_>>()
         };
         prop_assert_eq!(tiles(&pruned), tiles(&all));
     }
