@@ -8,45 +8,22 @@
 use carver::{Layout, MatmulTemplate, Target, recommend_hints};
 use carver_arch::HardwareDb;
 
-fn json_shapes(path: &str) -> Vec<(u64, u64, u64)> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    v["shapes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            let d = |k: &str| s[k].as_u64().unwrap();
-            (d("M"), d("N"), d("K"))
-        })
-        .collect()
-}
-
-fn csv_shapes(path: &str) -> Vec<(u64, u64, u64)> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    text.lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<u64> = line
-                .split(',')
-                .skip(1)
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            (f.len() == 3).then(|| (f[0], f[1], f[2]))
-        })
-        .collect()
-}
+#[path = "common/mod.rs"]
+mod common;
+use common::shapes;
 
 fn main() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval");
-    let mut shapes = json_shapes(&format!("{root}/dev-shapes.json"));
-    shapes.extend(json_shapes(&format!("{root}/holdout-shapes.json")));
-    shapes.extend(csv_shapes(&format!("{root}/latency-1000.csv")));
+    let all_shapes: Vec<(u64, u64, u64)> =
+        ["dev-shapes.json", "holdout-shapes.json", "latency-1000.csv"]
+            .iter()
+            .flat_map(|file| shapes(&format!("{root}/{file}")))
+            .collect();
     let db = HardwareDb::embedded().unwrap();
     for arch_key in ["h100", "a100", "l40s"] {
         let arch = db.get(arch_key).unwrap();
         for target in Target::ALL {
-            for &(m, n, k) in &shapes {
+            for &(m, n, k) in &all_shapes {
                 for layout_b in [Layout::Row, Layout::Col] {
                     let t = MatmulTemplate::new(m, n, k)
                         .with_target(target)

@@ -10,33 +10,9 @@ use std::time::Instant;
 use carver::{MatmulTemplate, Target, recommend_hints};
 use carver_arch::HardwareDb;
 
-fn shapes(path: &str) -> Vec<(u64, u64, u64)> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    if path.ends_with(".json") {
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        v["shapes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| {
-                let d = |k: &str| s[k].as_u64().unwrap();
-                (d("M"), d("N"), d("K"))
-            })
-            .collect()
-    } else {
-        text.lines()
-            .skip(1)
-            .filter_map(|line| {
-                let f: Vec<u64> = line
-                    .split(',')
-                    .skip(1)
-                    .filter_map(|x| x.parse().ok())
-                    .collect();
-                (f.len() == 3).then(|| (f[0], f[1], f[2]))
-            })
-            .collect()
-    }
-}
+#[path = "common/mod.rs"]
+mod common;
+use common::shapes;
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]

@@ -7,26 +7,13 @@
 //! (DIR holds `ex-NAME.json` or `ex-NAME.json.gz`, as `benches/sm90/run.sh` writes them.)
 
 use std::collections::HashMap;
-use std::io::Read;
-use std::path::Path;
 
 use carver::{DType, MatmulTemplate, Target, recommend_hints};
 use carver_arch::HardwareDb;
 
-fn read_json(path: &Path) -> serde_json::Value {
-    let mut text = String::new();
-    let file = std::fs::File::open(path).unwrap();
-    if path.extension().is_some_and(|e| e == "gz") {
-        flate2::read::GzDecoder::new(file)
-            .read_to_string(&mut text)
-            .unwrap();
-    } else {
-        std::io::BufReader::new(file)
-            .read_to_string(&mut text)
-            .unwrap();
-    }
-    serde_json::from_str(&text).unwrap()
-}
+#[path = "common/mod.rs"]
+mod common;
+use common::read_json;
 
 fn key(cfg: &serde_json::Value) -> String {
     let mut fields: Vec<(String, String)> = cfg

@@ -8,31 +8,17 @@
 //!     benches/triton/runs/h100-2026-11-22-sweep4/triton_sweep.json \
 //!     benches/triton/runs/h100-2026-11-22-holdout/triton_sweep.json \
 //!     crates/carver-gpu/measurements/h100-exhaustive-*/ex-*.json.gz`
-use std::io::Read;
-
 use carver::{DType, MatmulTemplate, Target, predict_native};
 use carver_arch::HardwareDb;
+
+#[path = "common/mod.rs"]
+mod common;
 
 /// (template, measured (native config, time), name) of every shape in a saved run.
 type Shape = (MatmulTemplate, Vec<(serde_json::Value, f64)>, String);
 
-fn read(path: &str) -> serde_json::Value {
-    let mut text = String::new();
-    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    if path.ends_with(".gz") {
-        flate2::read::GzDecoder::new(file)
-            .read_to_string(&mut text)
-            .unwrap();
-    } else {
-        std::io::BufReader::new(file)
-            .read_to_string(&mut text)
-            .unwrap();
-    }
-    serde_json::from_str(&text).unwrap()
-}
-
 fn shapes(path: &str) -> Vec<Shape> {
-    let v = read(path);
+    let v = common::read_json(std::path::Path::new(path));
     let dim = |x: &serde_json::Value, k: &str| x[k].as_u64().unwrap();
     if let Some(sweep) = v["shapes"].as_array() {
         // A Triton sweep (benches/triton/harness.py).
