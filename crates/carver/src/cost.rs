@@ -179,10 +179,11 @@ fn panel_bytes(p: &Problem, block_m: u32, block_n: u32) -> (f64, f64) {
     )
 }
 
-/// The fewest bytes of A and B any launch order can pull from DRAM: every panel once.
-fn mainloop_dram_floor(p: &Problem, t: &StructureTerms) -> f64 {
-    p.batch as f64
-        * (t.a_panel * t.tiles_m as f64 / t.a_line + t.b_panel * t.tiles_n as f64 / t.b_line)
+/// Blocks a launch of `tiles` output tiles starts, and the units of work they share: a
+/// persistent grid walks the tiles themselves.
+fn launch_units(tiles: u64, split_k: u32, persistent: bool) -> (u64, u64) {
+    let launched = tiles * u64::from(split_k);
+    (launched, if persistent { tiles } else { launched })
 }
 
 /// Fraction of the arch's dense peak a block's tensor instructions reach.
@@ -372,7 +373,7 @@ impl<'a> Pricer<'a> {
             a_fits_l2: m * k * e <= l2_usable,
             b_fits_l2: n * k * e <= l2_usable,
             clock,
-            e: f64::from(p.in_bytes()),
+            e,
             eo: f64::from(p.c.bytes()),
             peak: arch.peak_flops(p.class)?,
             dram_bw: arch.dram_bandwidth(),
@@ -478,7 +479,6 @@ impl<'a> Pricer<'a> {
             f64::from(c.block_n),
             f64::from(c.block_k),
         );
-        let (m, n, k, batch) = (p.m as f64, p.n as f64, p.k as f64, p.batch as f64);
         let tiles_m = p.m.div_ceil(u64::from(c.block_m));
         let tiles_n = p.n.div_ceil(u64::from(c.block_n));
         let iters =
@@ -506,7 +506,7 @@ impl<'a> Pricer<'a> {
         let flops_per_iter = 2.0 * bm * bn * bk;
         let smem_per_iter = (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e;
         let single_rate = peak / sms * mma_efficiency(c.mma, arch, c.compute_warps(), has_wgmma);
-        let l2_mainloop = (tiles_n as f64 * m * k + tiles_m as f64 * k * n) * e * batch;
+        let l2_mainloop = self.l2_mainloop_bytes(tiles_m, tiles_n);
         let block_iters = (tiles * u64::from(c.split_k) * iters) as f64;
         let (a_panel, b_panel) = panel_bytes(p, c.block_m, c.block_n);
         let (a_line, b_line) = line_efficiencies(p, arch, c.block_m, c.block_n, c.block_k);
@@ -545,11 +545,7 @@ impl<'a> Pricer<'a> {
     /// SM runs the same at every occupancy of `n` or more, so deeper pipelines that keep that
     /// many resident cost nothing.
     pub fn usable_occupancy(&self, t: &StructureTerms, c: &TileConfig) -> u32 {
-        let units = if c.persistent {
-            t.tiles
-        } else {
-            t.tiles * u64::from(c.split_k)
-        };
+        let (_, units) = launch_units(t.tiles, c.split_k, c.persistent);
         let per_sm = units.div_ceil(u64::from(self.arch.sm.count).max(1));
         u32::try_from(per_sm).unwrap_or(u32::MAX)
     }
@@ -572,8 +568,7 @@ impl<'a> Pricer<'a> {
     /// the one pipeline fill every launch exposes (at the best hit rate that DRAM floor allows)
     /// and the epilogue's writes. The policy skips structures this already rules out.
     pub fn lower_bound(&self, t: &StructureTerms, c: &TileConfig) -> f64 {
-        let launched = t.tiles * u64::from(c.split_k);
-        let units = if c.persistent { t.tiles } else { launched };
+        let (launched, units) = launch_units(t.tiles, c.split_k, c.persistent);
         // Blocks the busiest SM runs, whatever the occupancy: ceil(units / SMs).
         let busiest = units.div_ceil(u64::from(self.arch.sm.count)) as f64 * t.iters as f64;
         let best_rate = self.best_rate(c.mma);
@@ -582,7 +577,11 @@ impl<'a> Pricer<'a> {
             smem: busiest * t.smem_per_iter / self.smem_bw_sm,
             share: units as f64 / launched as f64,
             l2_mainloop: t.l2_mainloop,
-            dram_floor: mainloop_dram_floor(self.p, t),
+            dram_floor: self.dram_floor_bytes(
+                (t.tiles_m, t.tiles_n),
+                (t.a_panel, t.b_panel),
+                (t.a_line, t.b_line),
+            ),
             critical_path: t.iters as f64 * t.single,
             iterations: t.iters as f64,
             epilogue: units as f64 * t.epilogue_bytes_per_block / t.epilogue_rate,
@@ -602,8 +601,7 @@ impl<'a> Pricer<'a> {
         let tiles_m = p.m.div_ceil(u64::from(g.block_m));
         let tiles_n = p.n.div_ceil(u64::from(g.block_n));
         let tiles = tiles_m * tiles_n * p.batch;
-        let launched = tiles * u64::from(g.split_k);
-        let units = if g.persistent { tiles } else { launched };
+        let (launched, units) = launch_units(tiles, g.split_k, g.persistent);
         let busiest_blocks = units.div_ceil(u64::from(self.arch.sm.count)) as f64;
         let k_per_block = p.k as f64 / f64::from(g.split_k);
         let best_rate = self.best_rate(g.mma);
@@ -614,7 +612,6 @@ impl<'a> Pricer<'a> {
             line_efficiencies(p, self.arch, g.block_m, g.block_n, g.longest_block_k);
         let (epilogue_bytes_per_block, epilogue_rate) =
             self.epilogue_terms(g.block_m, g.block_n, g.split_k);
-        let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
         // Staged element-wise, each scheduler issues its warps' share of the block's elements.
         // `TileConfig::threads` counts 32 per warp.
         let staged_per_block = f64::from(self.paths.staged_rows(g.block_m, g.block_n))
@@ -630,9 +627,12 @@ impl<'a> Pricer<'a> {
             compute: busiest_blocks * (flops_per_block / best_rate + staged_per_block),
             smem: busiest_blocks * smem_per_block / self.smem_bw_sm,
             share: units as f64 / launched as f64,
-            l2_mainloop: (tiles_n as f64 * m * k + tiles_m as f64 * k * n) * self.e * self.batch,
-            dram_floor: self.batch
-                * (a_panel * tiles_m as f64 / a_line + b_panel * tiles_n as f64 / b_line),
+            l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n),
+            dram_floor: self.dram_floor_bytes(
+                (tiles_m, tiles_n),
+                (a_panel, b_panel),
+                (a_line, b_line),
+            ),
             critical_path: (flops_per_block / best_rate).max(smem_per_block / self.smem_bw_sm)
                 + staged_per_block,
             iterations,
@@ -663,6 +663,24 @@ impl<'a> Pricer<'a> {
             + self.repack_time
             + b.split_k_time
             + (main + fill + b.epilogue).max((b.dram_floor + b.c_bytes) / self.dram_bw)
+    }
+
+    /// Bytes the main loop reads from L2: every tile column reads all of A, every tile row all
+    /// of B.
+    fn l2_mainloop_bytes(&self, tiles_m: u64, tiles_n: u64) -> f64 {
+        let (m, n, k) = (self.p.m as f64, self.p.n as f64, self.p.k as f64);
+        (tiles_n as f64 * m * k + tiles_m as f64 * k * n) * self.e * self.batch
+    }
+
+    /// The fewest bytes of A and B any launch order can pull from DRAM: every (A, B) panel
+    /// once, at its rows' line efficiency.
+    fn dram_floor_bytes(
+        &self,
+        (tiles_m, tiles_n): (u64, u64),
+        (a_panel, b_panel): (f64, f64),
+        (a_line, b_line): (f64, f64),
+    ) -> f64 {
+        self.batch * (a_panel * tiles_m as f64 / a_line + b_panel * tiles_n as f64 / b_line)
     }
 
     /// The tensor rate per SM of `mma` with every tensor core busy.

@@ -24,15 +24,15 @@ pub fn diversity_window(paths: LoadPaths) -> f64 {
     }
 }
 
-/// The window where every operand is loaded in vectors (see [`diversity_window`]).
-pub const DIVERSITY_WINDOW: f64 = 0.12;
-/// The window where an operand is staged through registers (see [`diversity_window`]).
-pub const STAGED_DIVERSITY_WINDOW: f64 = 0.35;
-
 /// The window of `family`'s ranking for `problem` on `arch`.
 pub fn window_for(family: &dyn KernelFamily, problem: &Problem, arch: &Arch) -> f64 {
     diversity_window(family.load_paths(problem, arch))
 }
+
+/// The window where every operand is loaded in vectors (see [`diversity_window`]).
+pub const DIVERSITY_WINDOW: f64 = 0.12;
+/// The window where an operand is staged through registers (see [`diversity_window`]).
+pub const STAGED_DIVERSITY_WINDOW: f64 = 0.35;
 /// Predicted-time penalty per unit of similarity to the closest already-picked candidate.
 pub const SIMILARITY_PENALTY: f64 = 0.15;
 
@@ -144,18 +144,16 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
     let limit = ordered_bits(pick_limit(best, from_ordered_bits(kth_bits), window));
 
     let window: Vec<usize> = (0..all.len()).filter(|&i| bits[i] <= limit).collect();
-    let first = window
-        .iter()
-        .copied()
-        .min_by(|&a, &b| before(a, b))
+    let first_slot = (0..window.len())
+        .min_by(|&a, &b| before(window[a], window[b]))
         .expect("the fastest candidate is within the limit");
     let signatures: Vec<[u16; 8]> = window.iter().map(|&i| signature(&all[i])).collect();
     let factors: [f64; SIMILAR + 1] = std::array::from_fn(|n| penalty(n as u8));
-    let mut picked: Vec<usize> = vec![first];
-    // Window slots of the picks, for their signatures.
-    let mut picked_slots: Vec<usize> = vec![window.iter().position(|&i| i == first).unwrap_or(0)];
+    let mut picked: Vec<usize> = vec![window[first_slot]];
+    // Window slots of the picks from the window, for their signatures.
+    let mut picked_slots: Vec<usize> = vec![first_slot];
     let mut open: Vec<Open> = (0..window.len())
-        .filter(|&slot| window[slot] != first)
+        .filter(|&slot| slot != first_slot)
         .map(|slot| Open {
             time: all[window[slot]].time_us,
             slot,

@@ -112,6 +112,22 @@ impl LoadPaths {
         Self { a: path, b: path }
     }
 
+    /// `vectors` for each operand whose rows are aligned (as the family proves it), registers
+    /// for the other.
+    pub fn where_aligned(a_aligned: bool, b_aligned: bool, vectors: LoadPath) -> Self {
+        let path = |aligned: bool| {
+            if aligned {
+                vectors
+            } else {
+                LoadPath::Registers
+            }
+        };
+        Self {
+            a: path(a_aligned),
+            b: path(b_aligned),
+        }
+    }
+
     /// Whether some operand is staged through registers: the block then waits for that
     /// operand's loads every iteration.
     pub fn any_staged(self) -> bool {
@@ -384,15 +400,5 @@ pub(crate) fn tma_or_cp_async(problem: &Problem, arch: &Arch) -> LoadPaths {
     } else {
         LoadPath::CpAsync
     };
-    let path = |aligned: bool| {
-        if aligned {
-            vectors
-        } else {
-            LoadPath::Registers
-        }
-    };
-    LoadPaths {
-        a: path(problem.aligned_a),
-        b: path(problem.aligned_b),
-    }
+    LoadPaths::where_aligned(problem.aligned_a, problem.aligned_b, vectors)
 }

@@ -24,17 +24,7 @@ impl TritonFamily {
     /// whose leading dimension is divisible gets vectorized loads pipelined with cp.async.
     fn paths(problem: &Problem) -> LoadPaths {
         let (a, b) = leading_dims_divisible(problem, 16);
-        let path = |vectorized: bool| {
-            if vectorized {
-                LoadPath::CpAsync
-            } else {
-                LoadPath::Registers
-            }
-        };
-        LoadPaths {
-            a: path(a),
-            b: path(b),
-        }
+        LoadPaths::where_aligned(a, b, LoadPath::CpAsync)
     }
 
     fn layout(
