@@ -2,7 +2,7 @@
 //!
 //! `cargo bench -p carver --bench recommend`
 
-use carver::{MatmulTemplate, Target, recommend_hints};
+use carver::{Family, MatmulTemplate, recommend_hints};
 use carver_arch::{Arch, HardwareDb};
 
 fn main() {
@@ -22,12 +22,12 @@ const SHAPES: [(u64, u64, u64); 6] = [
     (65536, 256, 1024),
 ];
 
-#[divan::bench(args = [Target::Triton, Target::TileLang, Target::CudaSm90, Target::Generic], sample_count = 50)]
-fn top8_per_shape(bencher: divan::Bencher, target: Target) {
+#[divan::bench(args = [Family::Triton, Family::TileLang, Family::CudaSm90, Family::Generic], sample_count = 50)]
+fn top8_per_shape(bencher: divan::Bencher, target: Family) {
     let arch = h100();
     let templates: Vec<MatmulTemplate> = SHAPES
         .iter()
-        .map(|&(m, n, k)| MatmulTemplate::new(m, n, k).with_target(target))
+        .map(|&(m, n, k)| MatmulTemplate::new(m, n, k).with_family(target))
         .collect();
     let mut i = 0;
     bencher.bench_local(|| {

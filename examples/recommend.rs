@@ -2,7 +2,7 @@
 //!
 //! Run with `cargo run -p carver --example recommend [M N K]`.
 
-use carver::{MatmulTemplate, Target, recommend_hints};
+use carver::{Family, MatmulTemplate, recommend_hints};
 use carver_arch::HardwareDb;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ],
     };
     for (m, n, k) in shapes {
-        let template = MatmulTemplate::new(m, n, k).with_target(Target::Triton);
+        let template = MatmulTemplate::new(m, n, k).with_family(Family::Triton);
         println!("M={m} N={n} K={k}");
         for hint in recommend_hints(&template, h100, 8)? {
             let p = &hint.prediction;

@@ -21,7 +21,7 @@ pub fn lookup(
     };
     let filter = Filter {
         device: Some(device),
-        target: Some(template.target.to_string()),
+        target: Some(template.family.to_string()),
         shape: Some([template.m, template.n, template.k]),
         ..Filter::default()
     };

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use carver::{DType, Hint, Layout, MatmulTemplate, Target, recommend_hints};
+use carver::{DType, Family, Hint, Layout, MatmulTemplate, recommend_hints};
 use carver_arch::Arch;
 use carver_schema::{ProblemSpec, RecommendOutput, RecommendResult, SCHEMA_VERSION, ShapeSpec};
 use clap::Args;
@@ -42,7 +42,7 @@ pub struct RecommendArgs {
     pub layout: (Layout, Layout),
     /// Kernel family: triton, tilelang, cuda-sm90 or generic.
     #[arg(long, default_value = "generic", value_parser = parse_target)]
-    pub target: Target,
+    pub target: Family,
     #[arg(long, default_value_t = 8)]
     pub topk: usize,
     #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -59,7 +59,7 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
     s.parse()
 }
 
-fn parse_target(s: &str) -> Result<Target, String> {
+fn parse_target(s: &str) -> Result<Family, String> {
     s.parse().map_err(|e: carver::CarverError| e.to_string())
 }
 
@@ -99,7 +99,7 @@ fn template_for(args: &RecommendArgs, shape: &ParsedShape) -> MatmulTemplate {
         .with_dtype(args.dtype)
         .with_batch(shape.batch)
         .with_layouts(args.layout.0, args.layout.1)
-        .with_target(args.target);
+        .with_family(args.target);
     if let Some(c) = args.out_dtype {
         t.dtype_c = c;
     }

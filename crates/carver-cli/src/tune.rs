@@ -137,8 +137,8 @@ mod live {
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use anyhow::Context;
-    use carver::target::{Sm90Params, check_config};
-    use carver::{DType, Layout, MatmulTemplate, Problem, Target, recommend_hints};
+    use carver::family::{Sm90Params, check_config};
+    use carver::{DType, Family, Layout, MatmulTemplate, Problem, recommend_hints};
     use carver_arch::Arch;
     use carver_gpu::DetectedGpu;
     use carver_gpu::sm90::{KernelCache, family_hash, operand_rows};
@@ -158,7 +158,7 @@ mod live {
     use crate::output::{Format, print_json, table};
     use crate::shapes::{ParsedShape, shape_rows};
 
-    const TARGET: Target = Target::CudaSm90;
+    const TARGET: Family = Family::CudaSm90;
 
     /// `carver tune --format json`.
     #[derive(Serialize)]
@@ -290,7 +290,7 @@ mod live {
         MatmulTemplate::new(m, n, k)
             .with_dtype(dtype)
             .with_layouts(layout.0, layout.1)
-            .with_target(TARGET)
+            .with_family(TARGET)
     }
 
     fn gemm_problem(p: &Problem) -> GemmProblem {
@@ -358,7 +358,7 @@ mod live {
                 })
                 .collect());
         }
-        let family = TARGET.family();
+        let family = TARGET.rules();
         let [bms, bns, bks] = family.block_sizes(p, arch);
         let (lo, hi) = family.stage_range();
         let mut all = Vec::new();

@@ -225,7 +225,7 @@ fn on_a_hopper_gpu_tuning_finds_a_correct_winner_and_stores_it() {
 #[cfg(feature = "gpu")]
 #[test]
 fn on_a_hopper_gpu_a_faulting_or_hanging_candidate_does_not_end_the_run() {
-    use carver::target::Sm90Params;
+    use carver::family::Sm90Params;
     use carver::{DType, Layout};
     use carver_gpu::sm90::{CompiledKernel, KernelCache, PtxasReport, compile_source};
     use carver_gpu::tune::{Candidate, GemmProblem, TimingOptions, TuneJob, tune};
@@ -331,7 +331,7 @@ fn tune_configs(
     configs: &[(u32, u32, u32, u32, u32, bool)],
     kernels: &carver_gpu::sm90::KernelCache,
 ) -> carver_gpu::tune::TuneOutcome {
-    use carver::target::Sm90Params;
+    use carver::family::Sm90Params;
     use carver_gpu::tune::{Candidate, TimingOptions, TuneJob, tune};
 
     let bin = carver_bin();

@@ -15,7 +15,7 @@ mod calibrate;
 mod detect;
 mod driver;
 mod error;
-pub mod family;
+pub mod generation;
 mod live;
 mod query;
 pub mod sm90;

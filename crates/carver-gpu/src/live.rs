@@ -1,5 +1,5 @@
 //! Turning what a device reports into a complete [`Arch`]: start from the matching database entry
-//! (or from the compute-capability family when there is none), then let every figure the device
+//! (or from the compute-capability generation when there is none), then let every figure the device
 //! reported replace the stored one.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use carver_arch::{
 };
 
 use crate::error::GpuError;
-use crate::family::{Family, family_for};
+use crate::generation::{Generation, generation_for};
 use crate::query::{DriverQuery, NvmlQuery, format_cuda_version};
 
 /// L2 bandwidth of a GPU with no database entry, as a multiple of its DRAM bandwidth (public
@@ -213,10 +213,10 @@ pub fn key_from_name(name: &str) -> String {
 }
 
 /// A complete model for a device with no database entry. Figures the device reports are filled
-/// in afterwards by [`apply_live_figures`]; the rest come from the compute-capability family and
+/// in afterwards by [`apply_live_figures`]; the rest come from the compute-capability generation and
 /// are listed in `estimated`.
 fn estimate_unknown(d: &DriverQuery, boost: f64) -> Arch {
-    let (family, exact) = family_for(d.compute_capability);
+    let (generation, exact) = generation_for(d.compute_capability);
     let dram = arch_bandwidth(d.memory_clock_mhz, d.memory_bus_width_bits);
     let mut estimated: Vec<String> = vec![
         "sm.sustained_clock_mhz".into(),
@@ -228,21 +228,21 @@ fn estimate_unknown(d: &DriverQuery, boost: f64) -> Arch {
     if !exact {
         estimated.push("gpu.architecture".into());
     }
-    if !family.instructions.is_empty() {
+    if !generation.instructions.is_empty() {
         estimated.push("tensor_instructions".into());
     }
-    let peak = family_peaks(family, d.sm_count, boost);
+    let peak = generation_peaks(generation, d.sm_count, boost);
     estimated.extend(peak.keys().map(|c| format!("peak.{c}")));
     let mut sources = vec![format!(
         "No hardware-db entry matched; figures the device does not report are estimated from the \
-         compute capability {} family table in carver-gpu ({})",
+         compute capability {} generation table in carver-gpu ({})",
         d.compute_capability,
         if exact {
-            format!("a row written for {}", family.architecture)
+            format!("a row written for {}", generation.architecture)
         } else {
             format!(
                 "no row for this capability: the {} row stands in",
-                family.architecture
+                generation.architecture
             )
         }
     )];
@@ -255,7 +255,7 @@ fn estimate_unknown(d: &DriverQuery, boost: f64) -> Arch {
             name: d.name.clone(),
             aliases: Vec::new(),
             vendor: "nvidia".into(),
-            architecture: family.architecture.into(),
+            architecture: generation.architecture.into(),
             compute_capability: d.compute_capability,
             sources,
         },
@@ -268,7 +268,7 @@ fn estimate_unknown(d: &DriverQuery, boost: f64) -> Arch {
             max_threads: d.max_threads_per_sm,
             max_blocks: d.max_blocks_per_sm,
             max_threads_per_block: d.max_threads_per_block,
-            tensor_cores: family.tensor_cores_per_sm,
+            tensor_cores: generation.tensor_cores_per_sm,
         },
         // Per-thread limit and allocation unit are the same for every capability since 5.0
         // (CUDA C++ Programming Guide, technical specifications per compute capability).
@@ -305,7 +305,7 @@ fn estimate_unknown(d: &DriverQuery, boost: f64) -> Arch {
             size_bytes: d.l2_size_bytes,
             bandwidth_bytes_per_s: L2_TO_DRAM_ESTIMATE * dram,
         },
-        tensor_instructions: family
+        tensor_instructions: generation
             .instructions
             .iter()
             .map(|i| i.to_instruction())
@@ -317,14 +317,18 @@ fn estimate_unknown(d: &DriverQuery, boost: f64) -> Arch {
     }
 }
 
-/// The dense peaks of a family's rates on `sm_count` SMs at `clock_mhz`.
-fn family_peaks(family: &Family, sm_count: u32, clock_mhz: f64) -> BTreeMap<ComputeClass, Peak> {
+/// The dense peaks of a generation's rates on `sm_count` SMs at `clock_mhz`.
+fn generation_peaks(
+    generation: &Generation,
+    sm_count: u32,
+    clock_mhz: f64,
+) -> BTreeMap<ComputeClass, Peak> {
     let tflops =
         |per_sm_per_clock: f64| f64::from(sm_count) * per_sm_per_clock * clock_mhz * 1e6 / 1e12;
     let mut peaks = BTreeMap::new();
-    for &(class, rate) in family.tensor_rates {
+    for &(class, rate) in generation.tensor_rates {
         let peak = Peak {
-            tflops: tflops(rate * f64::from(family.tensor_cores_per_sm)),
+            tflops: tflops(rate * f64::from(generation.tensor_cores_per_sm)),
             flops_per_clock_per_tensor_core: Some(rate),
             flops_per_clock_per_sm: None,
             clock_mhz: None,
@@ -332,8 +336,8 @@ fn family_peaks(family: &Family, sm_count: u32, clock_mhz: f64) -> BTreeMap<Comp
         peaks.insert(class, peak);
     }
     for (class, rate) in [
-        (ComputeClass::Fp32, family.fp32_per_clock_per_sm),
-        (ComputeClass::Fp64, family.fp64_per_clock_per_sm),
+        (ComputeClass::Fp32, generation.fp32_per_clock_per_sm),
+        (ComputeClass::Fp64, generation.fp64_per_clock_per_sm),
     ] {
         let peak = Peak {
             tflops: tflops(rate),

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use carver::target::Sm90Params;
+use carver::family::Sm90Params;
 use carver::{DType, Layout};
 use carver_gpu::sm90::{
     KernelSpec, LoadedKernel, OperandRows, RepackKernel, compile_kernel, encode_tma_maps,

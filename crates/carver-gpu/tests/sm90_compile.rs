@@ -6,7 +6,7 @@
 //! Needs libnvrtc, not a GPU: `.ci/run` installs the `nvidia-cuda-nvrtc` wheel and puts its lib
 //! folder on `LD_LIBRARY_PATH`. Skipped, saying why, when libnvrtc cannot be loaded.
 
-use carver::target::Sm90Params;
+use carver::family::Sm90Params;
 use carver::{DType, Layout};
 use carver_gpu::GpuError;
 use carver_gpu::sm90::{

@@ -1,11 +1,11 @@
 //! Prices the policy's candidates for a few shapes many times: a profiling and latency probe.
 //! `cargo run --release -p carver --example count_candidates [reps] [target] [MxNxK ...]`
-use carver::{MatmulTemplate, Target};
+use carver::{Family, MatmulTemplate};
 use carver_arch::HardwareDb;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let reps: u32 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(200);
-    let only: Option<Target> = args.get(2).and_then(|a| a.parse().ok());
+    let only: Option<Family> = args.get(2).and_then(|a| a.parse().ok());
     let mut shapes: Vec<(u64, u64, u64)> = args
         .iter()
         .skip(3)
@@ -19,16 +19,16 @@ fn main() {
     }
     let db = HardwareDb::embedded().unwrap();
     let arch = db.get("h100").unwrap();
-    for t in Target::ALL
+    for t in Family::ALL
         .into_iter()
         .filter(|t| only.is_none_or(|o| o == *t))
     {
         let mut line = String::new();
         for &(m, n, k) in &shapes {
-            let tpl = MatmulTemplate::new(m, n, k).with_target(t);
+            let tpl = MatmulTemplate::new(m, n, k).with_family(t);
             let Ok(p) = tpl.validate(arch) else { continue };
-            let count = carver::policy::candidates(t.family(), &p, arch).len();
-            let kept = carver::policy::candidates_for_topk(t.family(), &p, arch, Some(8)).len();
+            let count = carver::policy::candidates(t.rules(), &p, arch).len();
+            let kept = carver::policy::candidates_for_topk(t.rules(), &p, arch, Some(8)).len();
             let start = std::time::Instant::now();
             for _ in 0..reps {
                 let _ = carver::recommend_hints(&tpl, arch, 8);

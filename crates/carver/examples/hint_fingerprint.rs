@@ -5,7 +5,7 @@
 //! `cargo run --release -p carver --example hint_fingerprint > before.txt`
 //! Shapes: `eval/dev-shapes.json`, `eval/holdout-shapes.json`, `eval/latency-1000.csv`, each
 //! with B row- and column-major, on the H100, the A100 and the L40S.
-use carver::{Layout, MatmulTemplate, Target, recommend_hints};
+use carver::{Family, Layout, MatmulTemplate, recommend_hints};
 use carver_arch::HardwareDb;
 
 #[path = "common/mod.rs"]
@@ -22,11 +22,11 @@ fn main() {
     let db = HardwareDb::embedded().unwrap();
     for arch_key in ["h100", "a100", "l40s"] {
         let arch = db.get(arch_key).unwrap();
-        for target in Target::ALL {
+        for target in Family::ALL {
             for &(m, n, k) in &all_shapes {
                 for layout_b in [Layout::Row, Layout::Col] {
                     let t = MatmulTemplate::new(m, n, k)
-                        .with_target(target)
+                        .with_family(target)
                         .with_layouts(Layout::Row, layout_b);
                     let line = match recommend_hints(&t, arch, 8) {
                         Ok(hints) => hints

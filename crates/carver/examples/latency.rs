@@ -7,7 +7,7 @@
 //! (default: `eval/dev-shapes.json` and `eval/latency-1000.csv`, 20 calls per shape).
 use std::time::Instant;
 
-use carver::{MatmulTemplate, Target, recommend_hints};
+use carver::{Family, MatmulTemplate, recommend_hints};
 use carver_arch::HardwareDb;
 
 #[path = "common/mod.rs"]
@@ -36,10 +36,10 @@ fn main() {
     for file in &files {
         let set = shapes(file);
         let name = file.rsplit('/').next().unwrap_or(file);
-        for target in Target::ALL {
+        for target in Family::ALL {
             let mut per_shape: Vec<f64> = Vec::new();
             for &(m, n, k) in &set {
-                let t = MatmulTemplate::new(m, n, k).with_target(target);
+                let t = MatmulTemplate::new(m, n, k).with_family(target);
                 let mut times: Vec<f64> = (0..reps)
                     .map(|_| {
                         let start = Instant::now();

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use carver::{MatmulTemplate, Target, predict_native, recommend_hints};
+use carver::{Family, MatmulTemplate, predict_native, recommend_hints};
 use carver_arch::HardwareDb;
 
 fn key_of(cfg: &serde_json::Value) -> String {
@@ -52,7 +52,7 @@ fn main() {
             shape["N"].as_u64().unwrap(),
             shape["K"].as_u64().unwrap(),
         );
-        let tpl = MatmulTemplate::new(m, n, k).with_target(Target::Triton);
+        let tpl = MatmulTemplate::new(m, n, k).with_family(Family::Triton);
         let mut rows: Vec<(String, f64, f64)> = Vec::new();
         let mut measured: HashMap<String, f64> = HashMap::new();
         for c in shape["configs"].as_array().unwrap() {
@@ -92,7 +92,7 @@ fn main() {
         // The policy and ranking restricted to measured configurations: what recommend_hints
         // would pick if the sweep had covered its whole space.
         let problem = tpl.validate(arch).unwrap();
-        let family = tpl.target.family();
+        let family = tpl.family.rules();
         let covered: Vec<_> = carver::policy::candidates(family, &problem, arch)
             .into_iter()
             .filter(|c| measured.contains_key(&key_of(&family.native(&c.tile))))

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use carver::{DType, MatmulTemplate, Target, recommend_hints};
+use carver::{DType, Family, MatmulTemplate, recommend_hints};
 use carver_arch::HardwareDb;
 
 #[path = "common/mod.rs"]
@@ -80,7 +80,7 @@ fn main() {
                 .collect();
             let best = measured.values().copied().fold(f64::INFINITY, f64::min);
             let tpl = MatmulTemplate::new(dim("m"), dim("n"), dim("k"))
-                .with_target(Target::CudaSm90)
+                .with_family(Family::CudaSm90)
                 .with_dtype(DType::Bf16);
             let hints = recommend_hints(&tpl, arch, 8).unwrap();
             let times: Vec<f64> = hints.iter().map(|h| measured[&key(&h.config)]).collect();

@@ -8,7 +8,7 @@
 //!     benches/triton/runs/h100-2026-11-22-sweep4/triton_sweep.json \
 //!     benches/triton/runs/h100-2026-11-22-holdout/triton_sweep.json \
 //!     crates/carver-gpu/measurements/h100-exhaustive-*/ex-*.json.gz`
-use carver::{DType, MatmulTemplate, Target, predict_native};
+use carver::{DType, Family, MatmulTemplate, predict_native};
 use carver_arch::HardwareDb;
 
 #[path = "common/mod.rs"]
@@ -26,7 +26,7 @@ fn shapes(path: &str) -> Vec<Shape> {
             .iter()
             .map(|s| {
                 let tpl = MatmulTemplate::new(dim(s, "M"), dim(s, "N"), dim(s, "K"))
-                    .with_target(Target::Triton);
+                    .with_family(Family::Triton);
                 let rows = s["configs"]
                     .as_array()
                     .unwrap()
@@ -42,7 +42,7 @@ fn shapes(path: &str) -> Vec<Shape> {
         let run = &v["results"][0];
         let shape = &run["shape"];
         let tpl = MatmulTemplate::new(dim(shape, "m"), dim(shape, "n"), dim(shape, "k"))
-            .with_target(Target::CudaSm90)
+            .with_family(Family::CudaSm90)
             .with_dtype(DType::Bf16);
         let rows = run["candidates"]
             .as_array()

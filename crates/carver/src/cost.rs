@@ -15,8 +15,8 @@
 use carver_arch::{Arch, InstructionFamily};
 
 use crate::dtype::Layout;
-use crate::target::{
-    KernelFamily, LoadPaths, Resources, SplitKReduction, staged_elements_per_thread,
+use crate::family::{
+    FamilyRules, LoadPaths, Resources, SplitKReduction, staged_elements_per_thread,
 };
 use crate::template::Problem;
 use carver_schema::TileConfig;
@@ -320,7 +320,7 @@ impl IterationTimes {
 
 /// Predicts the time of `config` for `problem` on `arch`.
 pub fn predict(
-    family: &dyn KernelFamily,
+    family: &dyn FamilyRules,
     p: &Problem,
     c: &TileConfig,
     res: Resources,
@@ -358,7 +358,7 @@ pub struct Pricer<'a> {
 
 impl<'a> Pricer<'a> {
     /// `None` when the arch has no peak for the problem's compute class.
-    pub fn new(family: &'a dyn KernelFamily, p: &'a Problem, arch: &'a Arch) -> Option<Self> {
+    pub fn new(family: &'a dyn FamilyRules, p: &'a Problem, arch: &'a Arch) -> Option<Self> {
         let sms = f64::from(arch.sm.count);
         let clock = arch.sm.sustained_clock_mhz * 1e6;
         let e = f64::from(p.in_bytes());

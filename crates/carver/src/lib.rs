@@ -2,11 +2,11 @@
 //! ranking. Pure computation: no GPU, no I/O.
 //!
 //! ```
-//! use carver::{MatmulTemplate, Target, recommend_hints};
+//! use carver::{MatmulTemplate, Family, recommend_hints};
 //!
 //! let db = carver_arch::HardwareDb::embedded().unwrap();
 //! let h100 = db.get("h100").unwrap();
-//! let template = MatmulTemplate::new(4096, 4096, 4096).with_target(Target::Triton);
+//! let template = MatmulTemplate::new(4096, 4096, 4096).with_family(Family::Triton);
 //! let hints = recommend_hints(&template, h100, 8).unwrap();
 //! assert_eq!(hints.len(), 8);
 //! assert_eq!(hints[0].rank, 1);
@@ -17,9 +17,9 @@
 pub mod cost;
 pub mod dtype;
 mod error;
+pub mod family;
 pub mod policy;
 pub mod rank;
-pub mod target;
 pub mod template;
 
 use carver_arch::Arch;
@@ -27,7 +27,7 @@ use carver_arch::Arch;
 pub use carver_schema::{Bound, Breakdown, Hint, Prediction, Raster, RasterOrder, TileConfig};
 pub use dtype::{DType, Layout};
 pub use error::CarverError;
-pub use target::{KernelFamily, Target};
+pub use family::{Family, FamilyRules};
 pub use template::{MatmulTemplate, Problem};
 
 /// The `topk` best configurations of the template's target for `arch`, best first.
@@ -40,10 +40,10 @@ pub fn recommend_hints(
         return Err(CarverError::ZeroTopk);
     }
     let problem = template.validate(arch)?;
-    let family = template.target.family();
+    let family = template.family.rules();
     let all = policy::candidates_for_topk(family, &problem, arch, Some(topk));
     let no_legal = || CarverError::NoLegalConfig {
-        target: template.target.to_string(),
+        target: template.family.to_string(),
         arch: arch.key().to_string(),
         reason: "every configuration of its space breaks a tile rule of the family or exceeds the \
                  shared memory, registers or threads of this GPU"
@@ -78,16 +78,16 @@ pub fn predict_native(
     native: &serde_json::Value,
 ) -> Result<(TileConfig, Prediction), CarverError> {
     let problem = template.validate(arch)?;
-    let family = template.target.family();
+    let family = template.family.rules();
     let illegal = |reason: String| CarverError::NoLegalConfig {
-        target: template.target.to_string(),
+        target: template.family.to_string(),
         arch: arch.key().to_string(),
         reason,
     };
     let tile = family
         .parse_native(native, &problem, arch)
         .map_err(illegal)?;
-    let res = target::check_config(family, &tile, &problem, arch).map_err(illegal)?;
+    let res = family::check_config(family, &tile, &problem, arch).map_err(illegal)?;
     let prediction = cost::predict(family, &problem, &tile, res, arch)
         .ok_or_else(|| illegal("no block of this configuration fits on an SM".into()))?;
     Ok((tile, prediction))

@@ -38,8 +38,8 @@ use ordered_float::OrderedFloat;
 
 use crate::cost::{Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters};
 use crate::dtype::Layout;
+use crate::family::{FamilyRules, Resources, WarpLayout, check_fits};
 use crate::rank::{SIMILARITY_PENALTY, window_for};
-use crate::target::{KernelFamily, Resources, WarpLayout, check_fits};
 use crate::template::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
@@ -100,7 +100,7 @@ fn contiguous_sizes(sizes: &[u32], dim: u64, elem_bytes: u32) -> Vec<u32> {
 ///
 /// Tiles larger than the problem are pruned first; a family whose smallest legal tile is still
 /// larger than a tiny problem (TileLang needs 128 threads' worth of tile) gets its whole list.
-pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Candidate> {
+pub fn candidates(family: &dyn FamilyRules, p: &Problem, arch: &Arch) -> Vec<Candidate> {
     candidates_for_topk(family, p, arch, None)
 }
 
@@ -108,7 +108,7 @@ pub fn candidates(family: &dyn KernelFamily, p: &Problem, arch: &Arch) -> Vec<Ca
 /// whose lower bound shows they can be neither in the ranking's diversity window nor among the
 /// `topk` fastest. The ranking of what is left is the ranking of the whole list.
 pub fn candidates_for_topk(
-    family: &dyn KernelFamily,
+    family: &dyn FamilyRules,
     p: &Problem,
     arch: &Arch,
     topk: Option<usize>,
@@ -151,7 +151,7 @@ pub fn candidates_for_topk(
 /// The search stops once the front's bound rules out everything left.
 struct Search<'a> {
     pricer: &'a Pricer<'a>,
-    family: &'a dyn KernelFamily,
+    family: &'a dyn FamilyRules,
     p: &'a Problem,
     arch: &'a Arch,
     /// Whether the launch order can change DRAM traffic (the family has groups to choose).
@@ -395,7 +395,7 @@ impl Fastest {
 fn choose_group(
     pricer: &Pricer,
     terms: &StructureTerms,
-    family: &dyn KernelFamily,
+    family: &dyn FamilyRules,
     arch: &Arch,
     plain: TileConfig,
     res: Resources,
@@ -420,7 +420,7 @@ fn choose_group(
 
 /// Resources of `tile` (at the family's shallowest depth) when it is legal there.
 fn legal_at_shallowest(
-    family: &dyn KernelFamily,
+    family: &dyn FamilyRules,
     tile: &TileConfig,
     p: &Problem,
     arch: &Arch,
@@ -442,7 +442,7 @@ fn legal_at_shallowest(
 fn best_stages(
     pricer: &Pricer,
     terms: &StructureTerms,
-    family: &dyn KernelFamily,
+    family: &dyn FamilyRules,
     p: &Problem,
     arch: &Arch,
     base: TileConfig,
@@ -507,7 +507,7 @@ fn best_stages(
 mod tests {
     use super::*;
     use crate::dtype::DType;
-    use crate::target::Target;
+    use crate::family::Family;
     use crate::template::MatmulTemplate;
     use carver_arch::HardwareDb;
     use proptest::prelude::*;
@@ -524,7 +524,7 @@ mod tests {
         #[test]
         fn group_bound_is_below_its_structures(
             m in dim(), n in dim(), k in dim(),
-            target in prop::sample::select(Target::ALL.to_vec()),
+            target in prop::sample::select(Family::ALL.to_vec()),
             arch_key in prop::sample::select(vec!["h100-sxm", "a100-sxm4-80gb", "l40s", "v100-sxm2", "b200"]),
             dtype in prop::sample::select(vec![DType::F16, DType::Bf16, DType::Tf32, DType::E4m3, DType::I8]),
             b_col in any::<bool>(),
@@ -533,10 +533,10 @@ mod tests {
             let arch = db.get(arch_key).unwrap();
             let tpl = MatmulTemplate::new(m, n, k)
                 .with_dtype(dtype)
-                .with_target(target)
+                .with_family(target)
                 .with_layouts(Layout::Row, if b_col { Layout::Col } else { Layout::Row });
             let Ok(p) = tpl.validate(arch) else { return Ok(()) };
-            let family = target.family();
+            let family = target.rules();
             let Some(pricer) = Pricer::new(family, &p, arch) else { return Ok(()) };
             let search = Search { pricer: &pricer, family, p: &p, arch, order_matters: true };
             let [bms, bns, bks] = family.block_sizes(&p, arch);

@@ -6,8 +6,8 @@
 
 use carver_arch::Arch;
 
+use crate::family::{FamilyRules, LoadPaths};
 use crate::policy::Candidate;
-use crate::target::{KernelFamily, LoadPaths};
 use crate::template::Problem;
 
 /// How far behind the best a prediction may be and still be picked for diversity: the spread of
@@ -25,7 +25,7 @@ pub fn diversity_window(paths: LoadPaths) -> f64 {
 }
 
 /// The window of `family`'s ranking for `problem` on `arch`.
-pub fn window_for(family: &dyn KernelFamily, problem: &Problem, arch: &Arch) -> f64 {
+pub fn window_for(family: &dyn FamilyRules, problem: &Problem, arch: &Arch) -> f64 {
     diversity_window(family.load_paths(problem, arch))
 }
 
@@ -213,8 +213,8 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
 mod tests {
     use super::*;
     use crate::dtype::{DType, Layout};
+    use crate::family::Family;
     use crate::policy::candidates;
-    use crate::target::Target;
     use crate::template::MatmulTemplate;
     use carver_arch::HardwareDb;
     use proptest::prelude::*;
@@ -227,7 +227,7 @@ mod tests {
         #[test]
         fn policy_candidates_have_distinct_keys(
             m in 1u64..=8192, n in 1u64..=8192, k in 1u64..=8192,
-            target in prop::sample::select(Target::ALL.to_vec()),
+            target in prop::sample::select(Family::ALL.to_vec()),
             arch_key in prop::sample::select(vec!["h100-sxm", "a100-sxm4-80gb", "l40s", "b200"]),
             b_col in any::<bool>(),
         ) {
@@ -235,10 +235,10 @@ mod tests {
             let arch = db.get(arch_key).unwrap();
             let tpl = MatmulTemplate::new(m, n, k)
                 .with_dtype(DType::Bf16)
-                .with_target(target)
+                .with_family(target)
                 .with_layouts(Layout::Row, if b_col { Layout::Col } else { Layout::Row });
             let Ok(p) = tpl.validate(arch) else { return Ok(()) };
-            let mut keys: Vec<[u32; 10]> = candidates(target.family(), &p, arch).iter().map(key).collect();
+            let mut keys: Vec<[u32; 10]> = candidates(target.rules(), &p, arch).iter().map(key).collect();
             let count = keys.len();
             keys.sort_unstable();
             keys.dedup();

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dtype::{DType, Layout};
 use crate::error::CarverError;
-use crate::target::Target;
+use crate::family::Family;
 
 /// Largest size carver accepts for one dimension: 32-bit signed indexing is what the kernel
 /// families assume for a single dimension.
@@ -32,11 +32,11 @@ pub struct MatmulTemplate {
     pub aligned_b: Option<bool>,
     pub aligned_c: Option<bool>,
     /// Which kernel family the hints are for.
-    pub target: Target,
+    pub family: Family,
 }
 
 impl MatmulTemplate {
-    /// A row-major f16 matmul with fp32 accumulation and f16 output, for the generic target.
+    /// A row-major f16 matmul with fp32 accumulation and f16 output, for the generic family.
     pub fn new(m: u64, n: u64, k: u64) -> Self {
         Self {
             m,
@@ -52,7 +52,7 @@ impl MatmulTemplate {
             aligned_a: None,
             aligned_b: None,
             aligned_c: None,
-            target: Target::Generic,
+            family: Family::Generic,
         }
     }
 
@@ -69,8 +69,8 @@ impl MatmulTemplate {
         self
     }
 
-    pub fn with_target(mut self, target: Target) -> Self {
-        self.target = target;
+    pub fn with_family(mut self, family: Family) -> Self {
+        self.family = family;
         self
     }
 
@@ -207,7 +207,7 @@ impl MatmulTemplate {
                 .aligned_c
                 .unwrap_or(aligned(self.n, self.dtype_c.bytes())),
         };
-        self.target.family().check_problem(&problem, arch)?;
+        self.family.rules().check_problem(&problem, arch)?;
         Ok(problem)
     }
 }

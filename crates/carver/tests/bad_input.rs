@@ -1,6 +1,6 @@
 //! Bad input gets a typed error that says what was wrong, never a panic or a silent answer.
 
-use carver::{CarverError, DType, MatmulTemplate, Target, recommend_hints};
+use carver::{CarverError, DType, Family, MatmulTemplate, recommend_hints};
 use carver_arch::HardwareDb;
 
 fn h100() -> carver_arch::Arch {
@@ -59,7 +59,7 @@ fn zero_topk_is_rejected() {
 
 #[test]
 fn unknown_target_lists_the_accepted_ones() {
-    let err = "cutlass".parse::<Target>().unwrap_err();
+    let err = "cutlass".parse::<Family>().unwrap_err();
     assert!(
         err.to_string()
             .contains("triton, tilelang, cuda-sm90, generic"),
@@ -78,12 +78,12 @@ fn mismatched_operand_dtypes_are_rejected() {
 #[test]
 fn cuda_sm90_refuses_what_it_cannot_run() {
     let db = HardwareDb::embedded().unwrap();
-    let tpl = MatmulTemplate::new(256, 256, 256).with_target(Target::CudaSm90);
+    let tpl = MatmulTemplate::new(256, 256, 256).with_family(Family::CudaSm90);
     let err = recommend_hints(&tpl, db.get("a100").unwrap(), 8).unwrap_err();
     assert!(err.to_string().contains("wgmma"), "{err}");
     let tpl = MatmulTemplate::new(256, 256, 256)
         .with_dtype(DType::F32)
-        .with_target(Target::CudaSm90);
+        .with_family(Family::CudaSm90);
     let err = recommend_hints(&tpl, &h100(), 8).unwrap_err();
     assert!(err.to_string().contains("f16 or bf16"), "{err}");
 }
@@ -95,7 +95,7 @@ fn cuda_sm90_runs_unaligned_operands_through_a_priced_repack() {
     for (m, n, k) in [(333, 777, 999), (1537, 2049, 3001)] {
         let tpl = MatmulTemplate::new(m, n, k)
             .with_dtype(DType::Bf16)
-            .with_target(Target::CudaSm90);
+            .with_family(Family::CudaSm90);
         let hints = recommend_hints(&tpl, &h100(), 8).unwrap();
         assert!(!hints.is_empty(), "{m}x{n}x{k}");
         for h in &hints {
@@ -107,7 +107,7 @@ fn cuda_sm90_runs_unaligned_operands_through_a_priced_repack() {
     // Aligned operands are read in place: no repack.
     let tpl = MatmulTemplate::new(1024, 1024, 1024)
         .with_dtype(DType::Bf16)
-        .with_target(Target::CudaSm90);
+        .with_family(Family::CudaSm90);
     for h in recommend_hints(&tpl, &h100(), 8).unwrap() {
         assert_eq!(h.prediction.breakdown.repack_us, 0.0);
     }
@@ -123,7 +123,7 @@ fn unaligned_and_tiny_shapes_still_get_hints_for_triton() {
         (65536, 256, 1024),
     ] {
         let hints = recommend_hints(
-            &MatmulTemplate::new(m, n, k).with_target(Target::Triton),
+            &MatmulTemplate::new(m, n, k).with_family(Family::Triton),
             &h100(),
             8,
         )

@@ -1,7 +1,7 @@
 //! Invariants of the recommender, checked over random problems.
 
-use carver::target::check_config;
-use carver::{DType, Layout, MatmulTemplate, Target, recommend_hints};
+use carver::family::check_config;
+use carver::{DType, Family, Layout, MatmulTemplate, recommend_hints};
 use carver_arch::{Arch, HardwareDb};
 use proptest::prelude::*;
 
@@ -13,12 +13,12 @@ fn dim() -> impl Strategy<Value = u64> {
     prop_oneof![1u64..=64, 1u64..=4096, 4096u64..=32768]
 }
 
-fn target() -> impl Strategy<Value = Target> {
+fn target() -> impl Strategy<Value = Family> {
     prop_oneof![
-        Just(Target::Triton),
-        Just(Target::TileLang),
-        Just(Target::Generic),
-        Just(Target::CudaSm90)
+        Just(Family::Triton),
+        Just(Family::TileLang),
+        Just(Family::Generic),
+        Just(Family::CudaSm90)
     ]
 }
 
@@ -31,10 +31,10 @@ fn arch_key() -> impl Strategy<Value = &'static str> {
     ]
 }
 
-fn template(m: u64, n: u64, k: u64, t: Target, dtype: DType, b_col: bool) -> MatmulTemplate {
+fn template(m: u64, n: u64, k: u64, t: Family, dtype: DType, b_col: bool) -> MatmulTemplate {
     MatmulTemplate::new(m, n, k)
         .with_dtype(dtype)
-        .with_target(t)
+        .with_family(t)
         .with_layouts(Layout::Row, if b_col { Layout::Col } else { Layout::Row })
 }
 
@@ -59,7 +59,7 @@ proptest! {
         let Ok(problem) = tpl.validate(arch) else {
             // Only cuda-sm90 rejects problems here, and only on archs without wgmma (unaligned
             // operands are repacked, not refused).
-            prop_assert_eq!(t, Target::CudaSm90);
+            prop_assert_eq!(t, Family::CudaSm90);
             prop_assert!(arch.gpu.compute_capability.major != 9, "refused on {}", key);
             return Ok(());
         };
@@ -67,7 +67,7 @@ proptest! {
         prop_assert!(!hints.is_empty() && hints.len() <= 8);
         for (i, h) in hints.iter().enumerate() {
             prop_assert_eq!(h.rank, i + 1);
-            let res = check_config(t.family(), &h.tile, &problem, arch);
+            let res = check_config(t.rules(), &h.tile, &problem, arch);
             prop_assert!(res.is_ok(), "illegal hint {:?}: {:?}", h.tile, res);
             let p = &h.prediction;
             prop_assert!(p.smem_bytes <= arch.shared_memory.per_block_optin_bytes);
@@ -79,7 +79,7 @@ proptest! {
             let peak = arch.peak_flops(problem.class).unwrap();
             prop_assert!(p.tflops * 1e12 <= peak * 1.0001, "{} TFLOP/s beats the peak", p.tflops);
             // The native config parses back to the same tile.
-            let back = t.family().parse_native(&h.config, &problem, arch).unwrap();
+            let back = t.rules().parse_native(&h.config, &problem, arch).unwrap();
             prop_assert_eq!(back, h.tile);
         }
         // Ranked by the order `select` promises: the first is the fastest prediction.
@@ -144,7 +144,7 @@ proptest! {
         let arch = db.get(key).unwrap();
         let tpl = template(m, n, k, t, DType::F16, b_col);
         let Ok(problem) = tpl.validate(arch) else { return Ok(()) };
-        let family = t.family();
+        let family = t.rules();
         let all = carver::policy::candidates(family, &problem, arch);
         let pruned = carver::policy::candidates_for_topk(family, &problem, arch, Some(topk));
         prop_assert!(pruned.len() <= all.len());
@@ -164,7 +164,7 @@ proptest! {
         let arch = db.get(key).unwrap();
         let tpl = template(m, n, k, t, DType::Bf16, false);
         let Ok(problem) = tpl.validate(arch) else { return Ok(()) };
-        let family = t.family();
+        let family = t.rules();
         let Some(pricer) = carver::cost::Pricer::new(family, &problem, arch) else { return Ok(()) };
         for c in carver::policy::candidates(family, &problem, arch) {
             let bound = pricer.lower_bound(&pricer.terms(&c.tile), &c.tile) * 1e6;

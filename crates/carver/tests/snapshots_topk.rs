@@ -1,7 +1,7 @@
 //! The top-k for a few (arch, shape, target) cases, pinned: a change to the policy or the cost
 //! model that reorders them has to be accepted deliberately (`cargo insta review`).
 
-use carver::{DType, MatmulTemplate, Target, recommend_hints};
+use carver::{DType, Family, MatmulTemplate, recommend_hints};
 use carver_arch::HardwareDb;
 
 fn summary(arch: &str, template: MatmulTemplate, topk: usize) -> Vec<String> {
@@ -30,19 +30,19 @@ fn summary(arch: &str, template: MatmulTemplate, topk: usize) -> Vec<String> {
 
 #[test]
 fn h100_triton_square_4096() {
-    let t = MatmulTemplate::new(4096, 4096, 4096).with_target(Target::Triton);
+    let t = MatmulTemplate::new(4096, 4096, 4096).with_family(Family::Triton);
     insta::assert_debug_snapshot!(summary("h100", t, 8));
 }
 
 #[test]
 fn h100_triton_decode_m16() {
-    let t = MatmulTemplate::new(16, 12288, 4096).with_target(Target::Triton);
+    let t = MatmulTemplate::new(16, 12288, 4096).with_family(Family::Triton);
     insta::assert_debug_snapshot!(summary("h100", t, 8));
 }
 
 #[test]
 fn h100_triton_unaligned() {
-    let t = MatmulTemplate::new(1537, 2049, 3001).with_target(Target::Triton);
+    let t = MatmulTemplate::new(1537, 2049, 3001).with_family(Family::Triton);
     insta::assert_debug_snapshot!(summary("h100", t, 4));
 }
 
@@ -50,7 +50,7 @@ fn h100_triton_unaligned() {
 fn a100_tilelang_bf16_1024() {
     let t = MatmulTemplate::new(1024, 1024, 1024)
         .with_dtype(DType::Bf16)
-        .with_target(Target::TileLang);
+        .with_family(Family::TileLang);
     insta::assert_debug_snapshot!(summary("a100", t, 4));
 }
 
@@ -58,7 +58,7 @@ fn a100_tilelang_bf16_1024() {
 fn l40s_generic_fp8() {
     let t = MatmulTemplate::new(2048, 8192, 8192)
         .with_dtype(DType::E4m3)
-        .with_target(Target::Generic);
+        .with_family(Family::Generic);
     insta::assert_debug_snapshot!(summary("l40s", t, 4));
 }
 
@@ -67,7 +67,7 @@ fn h100_sm90_short_k() {
     // Persistent variants first: their next tile's fill hides under the epilogue.
     let t = MatmulTemplate::new(4096, 4096, 96)
         .with_dtype(DType::Bf16)
-        .with_target(Target::CudaSm90);
+        .with_family(Family::CudaSm90);
     insta::assert_debug_snapshot!(summary("h100", t, 4));
 }
 
@@ -76,6 +76,6 @@ fn h100_sm90_unaligned_operands() {
     // Both operands repacked before the kernel: the copies are in every prediction.
     let t = MatmulTemplate::new(333, 777, 999)
         .with_dtype(DType::Bf16)
-        .with_target(Target::CudaSm90);
+        .with_family(Family::CudaSm90);
     insta::assert_debug_snapshot!(summary("h100", t, 4));
 }

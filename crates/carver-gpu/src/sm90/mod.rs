@@ -3,7 +3,7 @@
 //! Operands whose rows are not 16-byte aligned, which TMA cannot load, are first copied into
 //! padded buffers by the family's copy kernel (`repack`).
 //!
-//! The configuration space is [`carver::target::Sm90Params`], the same definition the
+//! The configuration space is [`carver::family::Sm90Params`], the same definition the
 //! recommender's `cuda-sm90` target ranks; [`KernelSpec::check`] names what this kernel does not
 //! implement (the recommender's space leaves those points out).
 
@@ -13,7 +13,7 @@ mod repack;
 
 use std::fmt::Write as _;
 
-use carver::target::Sm90Params;
+use carver::family::Sm90Params;
 use carver::{DType, Layout};
 use serde::{Deserialize, Serialize};
 

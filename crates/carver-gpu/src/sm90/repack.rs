@@ -3,12 +3,12 @@
 //! and the kernel's tensor maps point at those copies with the true extents.
 //!
 //! Which operands, and their padded leading dimension, come from
-//! [`carver::target::tma_leading_dim`], the rule the recommender prices the copies with.
+//! [`carver::family::tma_leading_dim`], the rule the recommender prices the copies with.
 
 use std::sync::Arc;
 
 use carver::Layout;
-use carver::target::tma_leading_dim;
+use carver::family::tma_leading_dim;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,

@@ -61,7 +61,7 @@ impl GemmProblem {
     }
 
     /// The instantiation of `params` for this problem.
-    pub fn spec(&self, params: carver::target::Sm90Params) -> KernelSpec {
+    pub fn spec(&self, params: carver::family::Sm90Params) -> KernelSpec {
         KernelSpec {
             params,
             input: self.input,

@@ -92,7 +92,7 @@ pub enum Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use carver::target::Sm90Params;
+    use carver::family::Sm90Params;
     use carver::{DType, Layout};
 
     #[test]

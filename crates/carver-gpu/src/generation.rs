@@ -2,16 +2,16 @@
 //! capability: tensor-core instruction shapes, per-tensor-core rates, SIMT rates.
 //!
 //! Rates are dense operations per clock (an FMA counts 2), with fp32 accumulation on the
-//! professional parts; GeForce boards of the 8.6 / 8.9 / 12.x families run fp32-accumulate MMA at
+//! professional parts; GeForce boards of the 8.6 / 8.9 / 12.x generations run fp32-accumulate MMA at
 //! half these rates. Every figure taken from here is listed in `Arch::estimated`.
 
 use carver_arch::{
     ComputeCapability, ComputeClass, Extent, InstructionFamily, StepRange, TensorInstruction,
 };
 
-/// One compute-capability family.
+/// One GPU architecture generation, keyed by compute capability.
 #[derive(Clone, Debug)]
-pub struct Family {
+pub struct Generation {
     /// Compute capabilities (major, minor) this row was written for.
     pub capabilities: &'static [(u32, u32)],
     pub architecture: &'static str,
@@ -163,8 +163,8 @@ const BLACKWELL: [InstructionRow; 11] = [
 /// The table, oldest first. Sources: the CUDA C++ Programming Guide (throughput of native
 /// arithmetic instructions per SM and clock), NVIDIA's architecture whitepapers (tensor cores per
 /// SM, dense tensor TFLOP/s divided by SMs x tensor cores x boost clock) and the PTX ISA (shapes).
-pub const FAMILIES: &[Family] = &[
-    Family {
+pub const GENERATIONS: &[Generation] = &[
+    Generation {
         capabilities: &[(7, 0), (7, 2)],
         architecture: "volta",
         tensor_cores_per_sm: 8,
@@ -179,7 +179,7 @@ pub const FAMILIES: &[Family] = &[
         fp32_per_clock_per_sm: 128.0,
         fp64_per_clock_per_sm: 64.0,
     },
-    Family {
+    Generation {
         capabilities: &[(7, 5)],
         architecture: "turing",
         tensor_cores_per_sm: 8,
@@ -203,7 +203,7 @@ pub const FAMILIES: &[Family] = &[
         fp32_per_clock_per_sm: 128.0,
         fp64_per_clock_per_sm: 4.0,
     },
-    Family {
+    Generation {
         capabilities: &[(8, 0)],
         architecture: "ampere",
         tensor_cores_per_sm: 4,
@@ -212,7 +212,7 @@ pub const FAMILIES: &[Family] = &[
         fp32_per_clock_per_sm: 128.0,
         fp64_per_clock_per_sm: 64.0,
     },
-    Family {
+    Generation {
         capabilities: &[(8, 6), (8, 7)],
         architecture: "ampere",
         tensor_cores_per_sm: 4,
@@ -221,7 +221,7 @@ pub const FAMILIES: &[Family] = &[
         fp32_per_clock_per_sm: 256.0,
         fp64_per_clock_per_sm: 2.0,
     },
-    Family {
+    Generation {
         capabilities: &[(8, 9)],
         architecture: "ada",
         tensor_cores_per_sm: 4,
@@ -236,7 +236,7 @@ pub const FAMILIES: &[Family] = &[
         fp32_per_clock_per_sm: 256.0,
         fp64_per_clock_per_sm: 2.0,
     },
-    Family {
+    Generation {
         capabilities: &[(9, 0)],
         architecture: "hopper",
         tensor_cores_per_sm: 4,
@@ -251,7 +251,7 @@ pub const FAMILIES: &[Family] = &[
         fp32_per_clock_per_sm: 256.0,
         fp64_per_clock_per_sm: 128.0,
     },
-    Family {
+    Generation {
         capabilities: &[(10, 0), (10, 3), (11, 0)],
         architecture: "blackwell",
         tensor_cores_per_sm: 4,
@@ -266,7 +266,7 @@ pub const FAMILIES: &[Family] = &[
         fp32_per_clock_per_sm: 256.0,
         fp64_per_clock_per_sm: 128.0,
     },
-    Family {
+    Generation {
         capabilities: &[(12, 0), (12, 1)],
         architecture: "blackwell",
         tensor_cores_per_sm: 4,
@@ -284,7 +284,7 @@ pub const FAMILIES: &[Family] = &[
 ];
 
 /// GPUs older than Volta: no tensor cores.
-pub const PRE_TENSOR: Family = Family {
+pub const PRE_TENSOR: Generation = Generation {
     capabilities: &[],
     architecture: "pre-volta",
     tensor_cores_per_sm: 0,
@@ -294,14 +294,14 @@ pub const PRE_TENSOR: Family = Family {
     fp64_per_clock_per_sm: 4.0,
 };
 
-/// The family of a compute capability, and whether the table has a row written for exactly it
-/// (`false`: the closest older family stands in, or [`PRE_TENSOR`] below Volta).
-pub fn family_for(cc: ComputeCapability) -> (&'static Family, bool) {
+/// The generation of a compute capability, and whether the table has a row written for exactly it
+/// (`false`: the closest older generation stands in, or [`PRE_TENSOR`] below Volta).
+pub fn generation_for(cc: ComputeCapability) -> (&'static Generation, bool) {
     let key = (cc.major, cc.minor);
-    if let Some(f) = FAMILIES.iter().find(|f| f.capabilities.contains(&key)) {
+    if let Some(f) = GENERATIONS.iter().find(|f| f.capabilities.contains(&key)) {
         return (f, true);
     }
-    let older = FAMILIES
+    let older = GENERATIONS
         .iter()
         .rfind(|f| f.capabilities.iter().any(|&c| c <= key));
     (older.unwrap_or(&PRE_TENSOR), false)
@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn every_tensor_rate_has_an_instruction_and_back() {
-        for f in FAMILIES {
+        for f in GENERATIONS {
             for (class, _) in f.tensor_rates {
                 assert!(
                     f.instructions.iter().any(|i| i.dtypes.contains(class)),
@@ -353,22 +353,22 @@ mod tests {
     }
 
     #[test]
-    fn exact_rows_are_found_and_unknown_ones_fall_to_the_older_family() {
-        let (f, exact) = family_for(ComputeCapability::new(9, 0));
+    fn exact_rows_are_found_and_unknown_ones_fall_to_the_older_generation() {
+        let (f, exact) = generation_for(ComputeCapability::new(9, 0));
         assert_eq!((f.architecture, exact), ("hopper", true));
-        let (f, exact) = family_for(ComputeCapability::new(8, 8));
+        let (f, exact) = generation_for(ComputeCapability::new(8, 8));
         assert_eq!((f.architecture, exact), ("ampere", false));
         assert_eq!(f.capabilities, &[(8, 6), (8, 7)]);
-        let (f, exact) = family_for(ComputeCapability::new(13, 0));
+        let (f, exact) = generation_for(ComputeCapability::new(13, 0));
         assert_eq!((f.capabilities, exact), (&[(12, 0), (12, 1)][..], false));
-        let (f, exact) = family_for(ComputeCapability::new(6, 1));
+        let (f, exact) = generation_for(ComputeCapability::new(6, 1));
         assert_eq!(
             (f.architecture, f.tensor_cores_per_sm, exact),
             ("pre-volta", 0, false)
         );
     }
 
-    /// Every database entry of a professional board agrees with its family's row, so a GPU
+    /// Every database entry of a professional board agrees with its generation's row, so a GPU
     /// missing from the database is estimated the way its known siblings are described.
     /// GeForce boards are left out: their fp32-accumulate tensor rates are cut in half.
     #[test]
@@ -376,7 +376,7 @@ mod tests {
         let db = carver_arch::HardwareDb::embedded().unwrap();
         let mut checked = 0;
         for entry in db.iter().filter(|a| !a.gpu.name.contains("GeForce")) {
-            let (f, exact) = family_for(entry.gpu.compute_capability);
+            let (f, exact) = generation_for(entry.gpu.compute_capability);
             let key = entry.key();
             assert!(exact, "{key}: no row for its compute capability");
             assert_eq!(f.architecture, entry.gpu.architecture, "{key}");

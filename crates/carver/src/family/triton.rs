@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::compute_layout;
 use super::{
-    KernelFamily, LoadPath, LoadPaths, Resources, SplitKReduction, Target, WarpLayout,
+    Family, FamilyRules, LoadPath, LoadPaths, Resources, SplitKReduction, WarpLayout,
     accumulator_registers, field_u32, leading_dims_divisible, staged_elements_per_thread,
 };
 use crate::dtype::DType;
@@ -14,12 +14,12 @@ use crate::error::CarverError;
 use crate::template::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
-pub struct TritonFamily;
+pub struct TritonRules;
 
 const BLOCKS: [u32; 5] = [16, 32, 64, 128, 256];
 const WARPS: [u32; 4] = [1, 2, 4, 8];
 
-impl TritonFamily {
+impl TritonRules {
     /// Triton specializes integer arguments on divisibility by 16 (elements); only an operand
     /// whose leading dimension is divisible gets vectorized loads pipelined with cp.async.
     fn paths(problem: &Problem) -> LoadPaths {
@@ -41,9 +41,9 @@ impl TritonFamily {
     }
 }
 
-impl KernelFamily for TritonFamily {
-    fn target(&self) -> Target {
-        Target::Triton
+impl FamilyRules for TritonRules {
+    fn id(&self) -> Family {
+        Family::Triton
     }
 
     fn check_problem(&self, problem: &Problem, _arch: &Arch) -> Result<(), CarverError> {

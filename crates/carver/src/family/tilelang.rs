@@ -5,7 +5,7 @@ use carver_arch::Arch;
 use serde_json::json;
 
 use super::{
-    KernelFamily, LoadPaths, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
+    Family, FamilyRules, LoadPaths, Resources, SplitKReduction, WarpLayout, accumulator_registers,
     field_u32,
 };
 use super::{compute_layout, tma_or_cp_async};
@@ -13,7 +13,7 @@ use crate::error::CarverError;
 use crate::template::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
-pub struct TileLangFamily;
+pub struct TileLangRules;
 
 /// Tile rows per group when `enable_rasteration` is on (TileLang's default swizzle panel).
 pub const RASTER_PANEL: u32 = 10;
@@ -21,7 +21,7 @@ pub const RASTER_PANEL: u32 = 10;
 const BLOCKS: [u32; 5] = [16, 32, 64, 128, 256];
 const THREADS: [u32; 2] = [128, 256];
 
-impl TileLangFamily {
+impl TileLangRules {
     fn layout(
         &self,
         block_m: u32,
@@ -42,9 +42,9 @@ impl TileLangFamily {
     }
 }
 
-impl KernelFamily for TileLangFamily {
-    fn target(&self) -> Target {
-        Target::TileLang
+impl FamilyRules for TileLangRules {
+    fn id(&self) -> Family {
+        Family::TileLang
     }
 
     fn check_problem(&self, _problem: &Problem, _arch: &Arch) -> Result<(), CarverError> {

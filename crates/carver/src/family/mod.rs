@@ -1,5 +1,6 @@
-//! Kernel families ("targets"). Each owns its legal configuration space, its resource use and its
-//! native parameter names; the policy walks the space and the cost model prices each point.
+//! Kernel families. A [`Family`] names one (what `--target` takes, and the `target` field of
+//! carver's JSON); its [`FamilyRules`] own its legal configuration space, its resource use and
+//! its native parameter names. The policy walks the space and the cost model prices each point.
 
 mod generic;
 mod sm90;
@@ -16,15 +17,15 @@ use crate::error::CarverError;
 use crate::template::Problem;
 use carver_schema::TileConfig;
 
-pub use generic::GenericFamily;
-pub use sm90::{Sm90Family, Sm90Params, TMA_STRIDE_BYTES, tma_leading_dim};
-pub use tilelang::TileLangFamily;
-pub use triton::TritonFamily;
+pub use generic::GenericRules;
+pub use sm90::{Sm90Params, Sm90Rules, TMA_STRIDE_BYTES, tma_leading_dim};
+pub use tilelang::TileLangRules;
+pub use triton::TritonRules;
 
-/// Which kernel family hints are produced for.
+/// A kernel family: which kind of kernel hints are produced for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Target {
+pub enum Family {
     /// `triton.Config` dicts for a tiled Triton matmul with grouped order and split-K.
     Triton,
     /// TileLang autotune dicts (`block_M`, `block_N`, `block_K`, `num_stages`, `thread_num`,
@@ -38,8 +39,8 @@ pub enum Target {
     Generic,
 }
 
-impl Target {
-    pub const ALL: [Target; 4] = [Self::Triton, Self::TileLang, Self::CudaSm90, Self::Generic];
+impl Family {
+    pub const ALL: [Family; 4] = [Self::Triton, Self::TileLang, Self::CudaSm90, Self::Generic];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -50,23 +51,24 @@ impl Target {
         }
     }
 
-    pub fn family(self) -> &'static dyn KernelFamily {
+    /// The family's space, rules, resource use and native format.
+    pub fn rules(self) -> &'static dyn FamilyRules {
         match self {
-            Self::Triton => &TritonFamily,
-            Self::TileLang => &TileLangFamily,
-            Self::CudaSm90 => &Sm90Family,
-            Self::Generic => &GenericFamily,
+            Self::Triton => &TritonRules,
+            Self::TileLang => &TileLangRules,
+            Self::CudaSm90 => &Sm90Rules,
+            Self::Generic => &GenericRules,
         }
     }
 }
 
-impl fmt::Display for Target {
+impl fmt::Display for Family {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl FromStr for Target {
+impl FromStr for Family {
     type Err = CarverError;
     fn from_str(s: &str) -> Result<Self, CarverError> {
         Self::ALL
@@ -161,7 +163,7 @@ pub struct Resources {
     pub registers_per_thread: u32,
 }
 
-/// Copy kernels a family runs before its main kernel (see [`KernelFamily::repack`]).
+/// Copy kernels a family runs before its main kernel (see [`FamilyRules::repack`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Repack {
     /// Copy kernels launched.
@@ -171,8 +173,8 @@ pub struct Repack {
 }
 
 /// What a kernel family is: its space, its rules, its resource use and its native format.
-pub trait KernelFamily: Sync {
-    fn target(&self) -> Target;
+pub trait FamilyRules: Sync {
+    fn id(&self) -> Family;
 
     /// Rejects problems the family cannot run at all on this arch (dtype, layout, alignment).
     fn check_problem(&self, problem: &Problem, arch: &Arch) -> Result<(), CarverError>;
@@ -240,7 +242,7 @@ pub trait KernelFamily: Sync {
 
 /// Whether a configuration is legal: family rules plus the arch's hardware limits.
 pub fn check_config(
-    family: &dyn KernelFamily,
+    family: &dyn FamilyRules,
     config: &TileConfig,
     problem: &Problem,
     arch: &Arch,

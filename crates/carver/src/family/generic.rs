@@ -6,21 +6,21 @@ use serde_json::json;
 
 use super::tma_or_cp_async;
 use super::{
-    KernelFamily, LoadPaths, Resources, SplitKReduction, Target, WarpLayout, accumulator_registers,
+    Family, FamilyRules, LoadPaths, Resources, SplitKReduction, WarpLayout, accumulator_registers,
     mma_sync_warps, pick_mma, wgmma_warps,
 };
 use crate::error::CarverError;
 use crate::template::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
-pub struct GenericFamily;
+pub struct GenericRules;
 
 const BLOCKS_MN: [u32; 8] = [16, 32, 48, 64, 96, 128, 192, 256];
 const WARPS: [u32; 4] = [1, 2, 4, 8];
 
-impl KernelFamily for GenericFamily {
-    fn target(&self) -> Target {
-        Target::Generic
+impl FamilyRules for GenericRules {
+    fn id(&self) -> Family {
+        Family::Generic
     }
 
     fn check_problem(&self, _problem: &Problem, _arch: &Arch) -> Result<(), CarverError> {

@@ -11,20 +11,20 @@
 //! operand whose rows do not is first copied into a buffer of the same shape with rows padded
 //! to 16 bytes ([`tma_leading_dim`]); the kernel then reads that copy, its tensor map keeping
 //! the true extent, so the padding is never read. The copies are part of the family's time
-//! ([`KernelFamily::repack`]).
+//! ([`FamilyRules::repack`]).
 
 use carver_arch::{Arch, InstructionFamily};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    KernelFamily, LoadPath, LoadPaths, Repack, Resources, SplitKReduction, Target, WarpLayout,
+    Family, FamilyRules, LoadPath, LoadPaths, Repack, Resources, SplitKReduction, WarpLayout,
 };
 use crate::dtype::{DType, Layout};
 use crate::error::CarverError;
 use crate::template::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
-pub struct Sm90Family;
+pub struct Sm90Rules;
 
 /// Row-major B (N contiguous) is loaded in boxes of 64 columns (128 bytes, the swizzle span),
 /// so block N must be a multiple of 64; column-major B only needs the wgmma step of 16.
@@ -107,9 +107,9 @@ impl Sm90Params {
     }
 }
 
-impl KernelFamily for Sm90Family {
-    fn target(&self) -> Target {
-        Target::CudaSm90
+impl FamilyRules for Sm90Rules {
+    fn id(&self) -> Family {
+        Family::CudaSm90
     }
 
     fn check_problem(&self, p: &Problem, arch: &Arch) -> Result<(), CarverError> {
@@ -321,7 +321,7 @@ mod tests {
         MatmulTemplate::new(m, n, k)
             .with_dtype(DType::Bf16)
             .with_layouts(Layout::Row, layout_b)
-            .with_target(Target::CudaSm90)
+            .with_family(Family::CudaSm90)
             .validate(db.get("h100").unwrap())
             .unwrap()
     }
@@ -338,7 +338,7 @@ mod tests {
 
     #[test]
     fn repack_copies_exactly_the_unaligned_operands() {
-        let f = Sm90Family;
+        let f = Sm90Rules;
         assert_eq!(
             f.repack(&problem(1024, 1024, 1024, Layout::Row)),
             Repack::default()
