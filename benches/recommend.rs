@@ -2,7 +2,7 @@
 //!
 //! `cargo bench -p carver --bench recommend`
 
-use carver::{Family, MatmulTemplate, recommend_hints};
+use carver::{Family, MatmulTemplate, TopK, recommend_hints};
 use carver_arch::{Arch, HardwareDb};
 
 fn main() {
@@ -33,6 +33,6 @@ fn top8_per_shape(bencher: divan::Bencher, target: Family) {
     bencher.bench_local(|| {
         let t = &templates[i % templates.len()];
         i += 1;
-        recommend_hints(divan::black_box(t), &arch, 8)
+        recommend_hints(divan::black_box(t), &arch, TopK::DEFAULT)
     });
 }

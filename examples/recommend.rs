@@ -2,7 +2,7 @@
 //!
 //! Run with `cargo run -p carver --example recommend [M N K]`.
 
-use carver::{Family, MatmulTemplate, recommend_hints};
+use carver::{Family, MatmulTemplate, TopK, recommend_hints};
 use carver_arch::HardwareDb;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (m, n, k) in shapes {
         let template = MatmulTemplate::new(m, n, k).with_family(Family::Triton);
         println!("M={m} N={n} K={k}");
-        for hint in recommend_hints(&template, h100, 8)? {
+        for hint in recommend_hints(&template, h100, TopK::DEFAULT)? {
             let p = &hint.prediction;
             println!(
                 "  #{} {} -> {:.1} us, {:.0} TFLOP/s, {}-bound",

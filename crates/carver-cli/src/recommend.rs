@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use carver::{DType, Family, Hint, Layout, MatmulTemplate, recommend_hints};
+use carver::{DType, Family, Hint, Layout, MatmulTemplate, TopK, recommend_hints};
 use carver_arch::Arch;
 use carver_schema::{ProblemSpec, RecommendOutput, RecommendResult, SCHEMA_VERSION, ShapeSpec};
 use clap::Args;
@@ -43,8 +43,8 @@ pub struct RecommendArgs {
     /// Kernel family: triton, tilelang, cuda-sm90 or generic.
     #[arg(long, default_value = "generic", value_parser = parse_target)]
     pub target: Family,
-    #[arg(long, default_value_t = 8)]
-    pub topk: usize,
+    #[arg(long, default_value_t = TopK::DEFAULT, value_parser = parse_topk)]
+    pub topk: TopK,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Print the cost model's breakdown for every hint.
@@ -57,6 +57,10 @@ pub struct RecommendArgs {
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
     s.parse()
+}
+
+fn parse_topk(s: &str) -> Result<TopK, String> {
+    s.parse().map_err(|e: carver::CarverError| e.to_string())
 }
 
 fn parse_target(s: &str) -> Result<Family, String> {
@@ -110,9 +114,6 @@ fn template_for(args: &RecommendArgs, shape: &ParsedShape) -> MatmulTemplate {
 }
 
 pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
-    if args.topk == 0 {
-        anyhow::bail!("--topk must be at least 1");
-    }
     let archs = resolve_archs(globals, &args.arch)?;
     let rows = shape_rows(args.shapes.as_deref(), args.m, args.n, args.k, args.batch)?;
 

@@ -349,7 +349,7 @@ mod live {
     ) -> anyhow::Result<Vec<Candidate>> {
         let problem = gemm_problem(p);
         if !exhaustive {
-            return Ok(recommend_hints(tpl, arch, topk)?
+            return Ok(recommend_hints(tpl, arch, carver::TopK::new(topk)?)?
                 .into_iter()
                 .map(|h| Candidate {
                     spec: problem.spec(Sm90Params::from_tile(&h.tile)),

@@ -1,6 +1,6 @@
 //! Prices the policy's candidates for a few shapes many times: a profiling and latency probe.
 //! `cargo run --release -p carver --example count_candidates [reps] [target] [MxNxK ...]`
-use carver::{Family, MatmulTemplate};
+use carver::{Family, MatmulTemplate, TopK};
 use carver_arch::HardwareDb;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -31,7 +31,7 @@ fn main() {
             let kept = carver::policy::candidates_for_topk(t.rules(), &p, arch, Some(8)).len();
             let start = std::time::Instant::now();
             for _ in 0..reps {
-                let _ = carver::recommend_hints(&tpl, arch, 8);
+                let _ = carver::recommend_hints(&tpl, arch, TopK::DEFAULT);
             }
             line += &format!(
                 " {m}x{n}x{k}: {kept} of {count} priced, {:?};",

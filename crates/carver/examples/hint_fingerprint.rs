@@ -5,7 +5,7 @@
 //! `cargo run --release -p carver --example hint_fingerprint > before.txt`
 //! Shapes: `eval/dev-shapes.json`, `eval/holdout-shapes.json`, `eval/latency-1000.csv`, each
 //! with B row- and column-major, on the H100, the A100 and the L40S.
-use carver::{Family, Layout, MatmulTemplate, recommend_hints};
+use carver::{Family, Layout, MatmulTemplate, TopK, recommend_hints};
 use carver_arch::HardwareDb;
 
 #[path = "common/mod.rs"]
@@ -28,7 +28,7 @@ fn main() {
                     let t = MatmulTemplate::new(m, n, k)
                         .with_family(target)
                         .with_layouts(Layout::Row, layout_b);
-                    let line = match recommend_hints(&t, arch, 8) {
+                    let line = match recommend_hints(&t, arch, TopK::DEFAULT) {
                         Ok(hints) => hints
                             .iter()
                             .map(|h| format!("{} {:.4}", h.config, h.prediction.time_us))

@@ -1,5 +1,5 @@
 //! Per-shape recommendation latency: for every shape of a set, the median time of `reps` calls
-//! of `recommend_hints` (top-8, H100); then the median, 90th percentile and maximum of those
+//! of `TopK, recommend_hints` (top-8, H100); then the median, 90th percentile and maximum of those
 //! per-shape medians, per target. The divan benchmark (`benches/recommend.rs`) times a fixed
 //! rotation of six shapes; this shows the whole distribution over a shape set.
 //!
@@ -7,7 +7,7 @@
 //! (default: `eval/dev-shapes.json` and `eval/latency-1000.csv`, 20 calls per shape).
 use std::time::Instant;
 
-use carver::{Family, MatmulTemplate, recommend_hints};
+use carver::{Family, MatmulTemplate, TopK, recommend_hints};
 use carver_arch::HardwareDb;
 
 #[path = "common/mod.rs"]
@@ -43,7 +43,7 @@ fn main() {
                 let mut times: Vec<f64> = (0..reps)
                     .map(|_| {
                         let start = Instant::now();
-                        let hints = recommend_hints(std::hint::black_box(&t), arch, 8);
+                        let hints = recommend_hints(std::hint::black_box(&t), arch, TopK::DEFAULT);
                         let elapsed = start.elapsed().as_secs_f64() * 1e6;
                         std::hint::black_box(hints).ok();
                         elapsed

@@ -1,13 +1,13 @@
 //! Replays a measured Triton sweep (`benches/triton/harness.py` output) through the cost model:
 //! for each shape, ranks the measured configurations by predicted time and reports how close the
-//! model's top-1 and best-of-top-8 come to the measured best, plus where `recommend_hints`'
+//! model's top-1 and best-of-top-8 come to the measured best, plus where `TopK, recommend_hints`'
 //! own picks land when they were measured.
 //!
 //! `cargo run --release -p carver --example replay_sweep -- SWEEP.json [--verbose NAME]`
 
 use std::collections::HashMap;
 
-use carver::{Family, MatmulTemplate, predict_native, recommend_hints};
+use carver::{Family, MatmulTemplate, TopK, predict_native, recommend_hints};
 use carver_arch::HardwareDb;
 
 fn key_of(cfg: &serde_json::Value) -> String {
@@ -106,7 +106,7 @@ fn main() {
             .iter()
             .map(|c| measured.get(&key_of(&family.native(&c.tile))).copied())
             .collect();
-        let hints = recommend_hints(&tpl, arch, 8).unwrap();
+        let hints = recommend_hints(&tpl, arch, TopK::DEFAULT).unwrap();
         let unmeasured = hints
             .iter()
             .filter(|h| !measured.contains_key(&key_of(&h.config)))

@@ -1,5 +1,5 @@
 //! Replays `carver tune --exhaustive` runs of the `cuda-sm90` family through the current model:
-//! for each run, where `recommend_hints`' top-1 and best-of-top-8 land relative to the exhaustive
+//! for each run, where `TopK, recommend_hints`' top-1 and best-of-top-8 land relative to the exhaustive
 //! best, every time taken from the run itself. The runs cover the family's whole space, so every
 //! pick is measured.
 //!
@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use carver::{DType, Family, MatmulTemplate, recommend_hints};
+use carver::{DType, Family, MatmulTemplate, TopK, recommend_hints};
 use carver_arch::HardwareDb;
 
 #[path = "common/mod.rs"]
@@ -82,7 +82,7 @@ fn main() {
             let tpl = MatmulTemplate::new(dim("m"), dim("n"), dim("k"))
                 .with_family(Family::CudaSm90)
                 .with_dtype(DType::Bf16);
-            let hints = recommend_hints(&tpl, arch, 8).unwrap();
+            let hints = recommend_hints(&tpl, arch, TopK::DEFAULT).unwrap();
             let times: Vec<f64> = hints.iter().map(|h| measured[&key(&h.config)]).collect();
             let r1 = best / times[0];
             let r8 = best / times.iter().copied().fold(f64::INFINITY, f64::min);

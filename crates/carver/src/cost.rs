@@ -18,7 +18,7 @@ use crate::dtype::Layout;
 use crate::family::{
     FamilyRules, LoadPaths, Resources, SplitKReduction, staged_elements_per_thread,
 };
-use crate::template::Problem;
+use crate::problem::Problem;
 use carver_schema::TileConfig;
 use carver_schema::{Bound, Breakdown, Prediction};
 

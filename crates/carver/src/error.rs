@@ -19,8 +19,11 @@ pub enum CarverError {
     #[error("unknown target `{0}` (accepted: triton, tilelang, cuda-sm90, generic)")]
     UnknownTarget(String),
 
-    #[error("--topk must be at least 1")]
-    ZeroTopk,
+    #[error("top-k = {0}: accepted 1 to {max} configurations", max = crate::TopK::MAX)]
+    TopKOutOfRange(usize),
+
+    #[error("top-k `{0}` is not a whole number: accepted 1 to {max}", max = crate::TopK::MAX)]
+    TopKNotANumber(String),
 
     #[error("no legal configuration of target `{target}` fits {arch} for this problem: {reason}")]
     NoLegalConfig {

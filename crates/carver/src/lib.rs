@@ -2,12 +2,12 @@
 //! ranking. Pure computation: no GPU, no I/O.
 //!
 //! ```
-//! use carver::{MatmulTemplate, Family, recommend_hints};
+//! use carver::{Family, MatmulTemplate, TopK, recommend_hints};
 //!
 //! let db = carver_arch::HardwareDb::embedded().unwrap();
 //! let h100 = db.get("h100").unwrap();
 //! let template = MatmulTemplate::new(4096, 4096, 4096).with_family(Family::Triton);
-//! let hints = recommend_hints(&template, h100, 8).unwrap();
+//! let hints = recommend_hints(&template, h100, TopK::DEFAULT).unwrap();
 //! assert_eq!(hints.len(), 8);
 //! assert_eq!(hints[0].rank, 1);
 //! // The first hint is a `triton.Config` dict.
@@ -19,8 +19,10 @@ pub mod dtype;
 mod error;
 pub mod family;
 pub mod policy;
+pub mod problem;
 pub mod rank;
 pub mod template;
+mod topk;
 
 use carver_arch::Arch;
 
@@ -28,17 +30,17 @@ pub use carver_schema::{Bound, Breakdown, Hint, Prediction, Raster, RasterOrder,
 pub use dtype::{DType, Layout};
 pub use error::CarverError;
 pub use family::{Family, FamilyRules};
-pub use template::{MatmulTemplate, Problem};
+pub use problem::Problem;
+pub use template::MatmulTemplate;
+pub use topk::TopK;
 
 /// The `topk` best configurations of the template's target for `arch`, best first.
 pub fn recommend_hints(
     template: &MatmulTemplate,
     arch: &Arch,
-    topk: usize,
+    topk: TopK,
 ) -> Result<Vec<Hint>, CarverError> {
-    if topk == 0 {
-        return Err(CarverError::ZeroTopk);
-    }
+    let topk = topk.get();
     let problem = template.validate(arch)?;
     let family = template.family.rules();
     let all = policy::candidates_for_topk(family, &problem, arch, Some(topk));

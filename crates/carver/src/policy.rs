@@ -34,26 +34,16 @@ use carver_arch::{Arch, InstructionFamily};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use ordered_float::OrderedFloat;
-
 use crate::cost::{Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters};
 use crate::dtype::Layout;
 use crate::family::{FamilyRules, Resources, WarpLayout, check_fits};
-use crate::rank::{SIMILARITY_PENALTY, window_for};
-use crate::template::Problem;
+use crate::problem::Problem;
+pub use crate::rank::Candidate;
+use crate::rank::{PickBound, window_for};
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
 /// Largest fraction of a padded tile grid that may be padding (unless no tile does better).
 pub const MAX_PADDING_WASTE: f64 = 0.5;
-
-/// A priced configuration: the policy keeps only its predicted time; the full prediction is
-/// worked out for the few the ranking picks.
-#[derive(Clone, Copy, Debug)]
-pub struct Candidate {
-    pub tile: TileConfig,
-    pub res: Resources,
-    pub time_us: f64,
-}
 
 /// Block sizes along one dimension of extent `dim`: no size beyond the smallest that covers the
 /// dimension, and none whose padding exceeds [`MAX_PADDING_WASTE`].
@@ -197,10 +187,10 @@ impl Search<'_> {
             Reverse((key(bound), Node::Group(i as u32)))
         }));
         let mut queue = BinaryHeap::from(queue);
-        let mut fastest = Fastest::new(topk, window_for(self.family, self.p, self.arch));
+        let mut fastest = PickBound::new(topk, window_for(self.family, self.p, self.arch));
         while let Some(Reverse((bound_bits, node))) = queue.pop() {
             // Rounding in the bound's different order of sums must not prune a tie.
-            if f64::from_bits(bound_bits) * (1.0 - 1e-9) > fastest.threshold() {
+            if f64::from_bits(bound_bits) * (1.0 - 1e-9) > fastest.limit() {
                 break;
             }
             match node {
@@ -345,49 +335,6 @@ impl Search<'_> {
             s.tile
         };
         best_stages(pricer, &s.terms, family, p, arch, base, s.res)
-    }
-}
-
-/// The predicted times a ranking of `k` depends on: the fastest, and the k-th fastest.
-struct Fastest {
-    k: usize,
-    /// The ranking's diversity window.
-    window: f64,
-    /// The k smallest times so far, a max-heap.
-    times: BinaryHeap<OrderedFloat<f64>>,
-    best: f64,
-}
-
-impl Fastest {
-    fn new(k: usize, window: f64) -> Self {
-        Self {
-            k,
-            window,
-            times: BinaryHeap::new(),
-            best: f64::INFINITY,
-        }
-    }
-
-    fn push(&mut self, time: f64) {
-        self.best = self.best.min(time);
-        self.times.push(OrderedFloat(time));
-        if self.times.len() > self.k {
-            self.times.pop();
-        }
-    }
-
-    /// No candidate slower than this can be picked. Either it is past the diversity window of
-    /// the best so far and behind `k` faster ones, or `k` candidates are faster even with the
-    /// largest similarity penalty, so one of them beats it at every pick. Infinite until `k`
-    /// are known.
-    fn threshold(&self) -> f64 {
-        if self.times.len() < self.k {
-            return f64::INFINITY;
-        }
-        let kth = self.times.peek().map_or(f64::INFINITY, |t| t.0);
-        let outside_window = kth.max(self.best * (1.0 + self.window));
-        let outpenalized = kth * (1.0 + SIMILARITY_PENALTY);
-        outside_window.min(outpenalized)
     }
 }
 

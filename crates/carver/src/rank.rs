@@ -4,11 +4,23 @@
 //! difference from what is already picked, because the model's errors are correlated between
 //! similar configurations: eight near-copies of one tile succeed or fail together.
 
-use carver_arch::Arch;
+use std::collections::BinaryHeap;
 
-use crate::family::{FamilyRules, LoadPaths};
-use crate::policy::Candidate;
-use crate::template::Problem;
+use carver_arch::Arch;
+use ordered_float::OrderedFloat;
+
+use crate::family::{FamilyRules, LoadPaths, Resources};
+use crate::problem::Problem;
+use carver_schema::TileConfig;
+
+/// A priced configuration: the policy keeps only its predicted time; the full prediction is
+/// worked out for the few the ranking picks.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidate {
+    pub tile: TileConfig,
+    pub res: Resources,
+    pub time_us: f64,
+}
 
 /// How far behind the best a prediction may be and still be picked for diversity: the spread of
 /// the model's own error, measured for two classes of problem (`examples/winner_gap.rs` on the
@@ -114,8 +126,52 @@ fn from_ordered_bits(bits: u64) -> f64 {
 /// Past this time nothing is picked from the diversity window: it is either behind the best by
 /// more than the window, or slower than the k-th fastest even with the largest penalty (then
 /// one of the k fastest is open at every pick and scores lower, and wins ties, being faster).
-fn pick_limit(best: f64, kth: f64, window: f64) -> f64 {
+fn window_limit(best: f64, kth: f64, window: f64) -> f64 {
     (best * (1.0 + window)).min(kth * (1.0 + SIMILARITY_PENALTY))
+}
+
+/// No candidate slower than this is picked by [`select`]: past the diversity window's limit only
+/// the k fastest are taken.
+fn pick_limit(best: f64, kth: f64, window: f64) -> f64 {
+    kth.max(window_limit(best, kth, window))
+}
+
+/// The pick limit of a top-k ranking while candidates are still being priced: the policy stops
+/// pricing once the lower bound of everything left is past it. Infinite until `k` are known.
+pub(crate) struct PickBound {
+    k: usize,
+    /// The ranking's diversity window.
+    window: f64,
+    /// The k smallest times so far, a max-heap.
+    times: BinaryHeap<OrderedFloat<f64>>,
+    best: f64,
+}
+
+impl PickBound {
+    pub(crate) fn new(k: usize, window: f64) -> Self {
+        Self {
+            k,
+            window,
+            times: BinaryHeap::new(),
+            best: f64::INFINITY,
+        }
+    }
+
+    pub(crate) fn push(&mut self, time: f64) {
+        self.best = self.best.min(time);
+        self.times.push(OrderedFloat(time));
+        if self.times.len() > self.k {
+            self.times.pop();
+        }
+    }
+
+    /// [`pick_limit`] of the times pushed so far.
+    pub(crate) fn limit(&self) -> f64 {
+        match self.times.peek() {
+            Some(kth) if self.times.len() >= self.k => pick_limit(self.best, kth.0, self.window),
+            _ => f64::INFINITY,
+        }
+    }
 }
 
 /// Picks `topk` candidates: the fastest first, then, from those within the pick limit (`window`
@@ -141,7 +197,7 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
     let mut scratch = bits.clone();
     let (faster, &mut kth_bits, _) = scratch.select_nth_unstable(k - 1);
     let best = from_ordered_bits(faster.iter().copied().fold(kth_bits, u64::min));
-    let limit = ordered_bits(pick_limit(best, from_ordered_bits(kth_bits), window));
+    let limit = ordered_bits(window_limit(best, from_ordered_bits(kth_bits), window));
 
     let window: Vec<usize> = (0..all.len()).filter(|&i| bits[i] <= limit).collect();
     let first_slot = (0..window.len())

@@ -1,6 +1,6 @@
 //! Bad input gets a typed error that says what was wrong, never a panic or a silent answer.
 
-use carver::{CarverError, DType, Family, MatmulTemplate, recommend_hints};
+use carver::{CarverError, DType, Family, MatmulTemplate, TopK, recommend_hints};
 use carver_arch::HardwareDb;
 
 fn h100() -> carver_arch::Arch {
@@ -10,7 +10,8 @@ fn h100() -> carver_arch::Arch {
 #[test]
 fn zero_sizes_are_rejected() {
     for (m, n, k) in [(0, 1, 1), (1, 0, 1), (1, 1, 0)] {
-        let err = recommend_hints(&MatmulTemplate::new(m, n, k), &h100(), 8).unwrap_err();
+        let err =
+            recommend_hints(&MatmulTemplate::new(m, n, k), &h100(), TopK::DEFAULT).unwrap_err();
         assert!(matches!(err, CarverError::InvalidShape(_)), "{err}");
         assert!(err.to_string().contains("at least 1"), "{err}");
     }
@@ -18,14 +19,20 @@ fn zero_sizes_are_rejected() {
 
 #[test]
 fn oversized_and_overflowing_sizes_are_rejected() {
-    let err = recommend_hints(&MatmulTemplate::new(1 << 40, 1, 1), &h100(), 8).unwrap_err();
+    let err =
+        recommend_hints(&MatmulTemplate::new(1 << 40, 1, 1), &h100(), TopK::DEFAULT).unwrap_err();
     assert!(err.to_string().contains("exceeds"), "{err}");
-    let err = recommend_hints(&MatmulTemplate::new(1 << 30, 1 << 30, 16), &h100(), 8).unwrap_err();
+    let err = recommend_hints(
+        &MatmulTemplate::new(1 << 30, 1 << 30, 16),
+        &h100(),
+        TopK::DEFAULT,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("2^40"), "{err}");
     let err = recommend_hints(
         &MatmulTemplate::new(1 << 20, 1 << 20, 1 << 20).with_batch(1 << 30),
         &h100(),
-        8,
+        TopK::DEFAULT,
     )
     .unwrap_err();
     assert!(matches!(err, CarverError::InvalidShape(_)), "{err}");
@@ -38,7 +45,7 @@ fn fp8_on_an_a100_is_rejected_with_what_it_supports() {
     let err = recommend_hints(
         &MatmulTemplate::new(128, 128, 128).with_dtype(DType::E4m3),
         a100,
-        8,
+        TopK::DEFAULT,
     )
     .unwrap_err();
     let text = err.to_string();
@@ -50,11 +57,13 @@ fn fp8_on_an_a100_is_rejected_with_what_it_supports() {
 }
 
 #[test]
-fn zero_topk_is_rejected() {
-    assert_eq!(
-        recommend_hints(&MatmulTemplate::new(64, 64, 64), &h100(), 0).unwrap_err(),
-        CarverError::ZeroTopk
-    );
+fn out_of_range_topk_is_rejected_with_what_is_accepted() {
+    for bad in [0, TopK::MAX + 1, 1_000_000_000] {
+        assert_eq!(
+            TopK::new(bad).unwrap_err(),
+            CarverError::TopKOutOfRange(bad)
+        );
+    }
 }
 
 #[test]
@@ -71,7 +80,7 @@ fn unknown_target_lists_the_accepted_ones() {
 fn mismatched_operand_dtypes_are_rejected() {
     let mut t = MatmulTemplate::new(64, 64, 64);
     t.dtype_b = DType::Bf16;
-    let err = recommend_hints(&t, &h100(), 1).unwrap_err();
+    let err = recommend_hints(&t, &h100(), TopK::new(1).unwrap()).unwrap_err();
     assert!(err.to_string().contains("same dtype"), "{err}");
 }
 
@@ -79,12 +88,12 @@ fn mismatched_operand_dtypes_are_rejected() {
 fn cuda_sm90_refuses_what_it_cannot_run() {
     let db = HardwareDb::embedded().unwrap();
     let tpl = MatmulTemplate::new(256, 256, 256).with_family(Family::CudaSm90);
-    let err = recommend_hints(&tpl, db.get("a100").unwrap(), 8).unwrap_err();
+    let err = recommend_hints(&tpl, db.get("a100").unwrap(), TopK::DEFAULT).unwrap_err();
     assert!(err.to_string().contains("wgmma"), "{err}");
     let tpl = MatmulTemplate::new(256, 256, 256)
         .with_dtype(DType::F32)
         .with_family(Family::CudaSm90);
-    let err = recommend_hints(&tpl, &h100(), 8).unwrap_err();
+    let err = recommend_hints(&tpl, &h100(), TopK::DEFAULT).unwrap_err();
     assert!(err.to_string().contains("f16 or bf16"), "{err}");
 }
 
@@ -96,7 +105,7 @@ fn cuda_sm90_runs_unaligned_operands_through_a_priced_repack() {
         let tpl = MatmulTemplate::new(m, n, k)
             .with_dtype(DType::Bf16)
             .with_family(Family::CudaSm90);
-        let hints = recommend_hints(&tpl, &h100(), 8).unwrap();
+        let hints = recommend_hints(&tpl, &h100(), TopK::DEFAULT).unwrap();
         assert!(!hints.is_empty(), "{m}x{n}x{k}");
         for h in &hints {
             let b = &h.prediction.breakdown;
@@ -108,7 +117,7 @@ fn cuda_sm90_runs_unaligned_operands_through_a_priced_repack() {
     let tpl = MatmulTemplate::new(1024, 1024, 1024)
         .with_dtype(DType::Bf16)
         .with_family(Family::CudaSm90);
-    for h in recommend_hints(&tpl, &h100(), 8).unwrap() {
+    for h in recommend_hints(&tpl, &h100(), TopK::DEFAULT).unwrap() {
         assert_eq!(h.prediction.breakdown.repack_us, 0.0);
     }
 }
@@ -125,7 +134,7 @@ fn unaligned_and_tiny_shapes_still_get_hints_for_triton() {
         let hints = recommend_hints(
             &MatmulTemplate::new(m, n, k).with_family(Family::Triton),
             &h100(),
-            8,
+            TopK::DEFAULT,
         )
         .unwrap();
         assert!(!hints.is_empty(), "{m}x{n}x{k}");

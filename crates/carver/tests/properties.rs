@@ -1,7 +1,7 @@
 //! Invariants of the recommender, checked over random problems.
 
 use carver::family::check_config;
-use carver::{DType, Family, Layout, MatmulTemplate, recommend_hints};
+use carver::{DType, Family, Layout, MatmulTemplate, TopK, recommend_hints};
 use carver_arch::{Arch, HardwareDb};
 use proptest::prelude::*;
 
@@ -63,7 +63,7 @@ proptest! {
             prop_assert!(arch.gpu.compute_capability.major != 9, "refused on {}", key);
             return Ok(());
         };
-        let hints = recommend_hints(&tpl, arch, 8).unwrap();
+        let hints = recommend_hints(&tpl, arch, TopK::DEFAULT).unwrap();
         prop_assert!(!hints.is_empty() && hints.len() <= 8);
         for (i, h) in hints.iter().enumerate() {
             prop_assert_eq!(h.rank, i + 1);
@@ -93,8 +93,8 @@ proptest! {
         let db = db();
         let arch = db.get("h100").unwrap();
         let tpl = template(m, n, k, t, DType::F16, false);
-        let a = recommend_hints(&tpl, arch, 8);
-        let b = recommend_hints(&tpl, arch, 8);
+        let a = recommend_hints(&tpl, arch, TopK::DEFAULT);
+        let b = recommend_hints(&tpl, arch, TopK::DEFAULT);
         prop_assert_eq!(a, b);
     }
 
@@ -105,7 +105,7 @@ proptest! {
         let db = db();
         let arch = db.get("h100").unwrap();
         let tpl = template(m, n, k, t, DType::F16, false);
-        let Ok(base) = recommend_hints(&tpl, arch, 8) else { return Ok(()) };
+        let Ok(base) = recommend_hints(&tpl, arch, TopK::DEFAULT) else { return Ok(()) };
         let mut more_sms = arch.clone();
         more_sms.sm.count *= 2;
         for p in more_sms.peak.values_mut() {
@@ -117,7 +117,7 @@ proptest! {
                 prop_assert!(p.time_us <= h.prediction.time_us * (1.0 + 1e-9),
                     "{}: {} > {}", h.config, p.time_us, h.prediction.time_us);
             }
-            let best = recommend_hints(&tpl, &bigger, 1).unwrap()[0].prediction.time_us;
+            let best = recommend_hints(&tpl, &bigger, TopK::new(1).unwrap()).unwrap()[0].prediction.time_us;
             prop_assert!(best <= base[0].prediction.time_us * 1.01 + 1e-9);
         }
     }
@@ -128,7 +128,7 @@ proptest! {
         let db = db();
         let arch = db.get("h100").unwrap();
         let tpl = template(m, n, k, t, DType::Bf16, false);
-        let Ok(hints) = recommend_hints(&tpl, arch, 4) else { return Ok(()) };
+        let Ok(hints) = recommend_hints(&tpl, arch, TopK::new(4).unwrap()) else { return Ok(()) };
         let text = serde_json::to_string(&hints).unwrap();
         let back: Vec<carver::Hint> = serde_json::from_str(&text).unwrap();
         prop_assert_eq!(back, hints);

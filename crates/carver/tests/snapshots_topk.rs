@@ -1,13 +1,13 @@
 //! The top-k for a few (arch, shape, target) cases, pinned: a change to the policy or the cost
 //! model that reorders them has to be accepted deliberately (`cargo insta review`).
 
-use carver::{DType, Family, MatmulTemplate, recommend_hints};
+use carver::{DType, Family, MatmulTemplate, TopK, recommend_hints};
 use carver_arch::HardwareDb;
 
 fn summary(arch: &str, template: MatmulTemplate, topk: usize) -> Vec<String> {
     let db = HardwareDb::embedded().unwrap();
     let arch = db.get(arch).unwrap();
-    recommend_hints(&template, arch, topk)
+    recommend_hints(&template, arch, TopK::new(topk).unwrap())
         .unwrap()
         .iter()
         .map(|h| {

@@ -10,7 +10,7 @@ use super::{
     mma_sync_warps, pick_mma, wgmma_warps,
 };
 use crate::error::CarverError;
-use crate::template::Problem;
+use crate::problem::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
 pub struct GenericRules;

@@ -14,7 +14,7 @@ use carver_arch::{Arch, InstructionFamily};
 use serde::{Deserialize, Serialize};
 
 use crate::error::CarverError;
-use crate::template::Problem;
+use crate::problem::Problem;
 use carver_schema::TileConfig;
 
 pub use generic::GenericRules;

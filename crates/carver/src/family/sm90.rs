@@ -21,7 +21,7 @@ use super::{
 };
 use crate::dtype::{DType, Layout};
 use crate::error::CarverError;
-use crate::template::Problem;
+use crate::problem::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
 pub struct Sm90Rules;

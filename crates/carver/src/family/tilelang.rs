@@ -10,7 +10,7 @@ use super::{
 };
 use super::{compute_layout, tma_or_cp_async};
 use crate::error::CarverError;
-use crate::template::Problem;
+use crate::problem::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
 pub struct TileLangRules;

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::dtype::DType;
 use crate::error::CarverError;
-use crate::template::Problem;
+use crate::problem::Problem;
 use carver_schema::{Raster, RasterOrder, TileConfig};
 
 pub struct TritonRules;
