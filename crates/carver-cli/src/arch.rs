@@ -51,15 +51,12 @@ pub fn run(cmd: ArchCommand, globals: &Globals) -> anyhow::Result<ExitCode> {
 }
 
 fn list(globals: &Globals, format: Format) -> anyhow::Result<ExitCode> {
-    let db = globals.db()?;
-    let gpus: Vec<ArchSummary> = db.iter().map(ArchSummary::of).collect();
+    let list = carver_flows::archs::list(&globals.locations)?;
     match format {
-        Format::Json => print_json(&ArchList {
-            schema_version: SCHEMA_VERSION,
-            gpus,
-        })?,
+        Format::Json => print_json(&list)?,
         Format::Table => {
-            let rows: Vec<Vec<String>> = gpus
+            let rows: Vec<Vec<String>> = list
+                .gpus
                 .iter()
                 .map(|g| {
                     vec![
@@ -99,24 +96,11 @@ fn list(globals: &Globals, format: Format) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The database entry for `name`, with the newest stored calibration of that GPU applied.
-pub fn resolve_with_calibration(globals: &Globals, name: &str) -> anyhow::Result<Arch> {
-    let db = globals.db()?;
-    let mut arch = db.get(name)?.clone();
-    if let Ok(dir) = globals.cache_dir() {
-        arch.calibration = CalibrationStore::new(&dir).newest_for_key(arch.key());
-    }
-    Ok(arch)
-}
-
 fn show(globals: &Globals, name: &str, format: Format) -> anyhow::Result<ExitCode> {
-    let arch = resolve_with_calibration(globals, name)?;
+    let report = carver_flows::archs::show(&globals.locations, name)?;
     match format {
-        Format::Json => print_json(&ArchReport {
-            schema_version: SCHEMA_VERSION,
-            arch,
-        })?,
-        Format::Table => print!("{}", describe(&arch)),
+        Format::Json => print_json(&report)?,
+        Format::Table => print!("{}", describe(&report.arch)),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -305,20 +289,4 @@ pub fn describe(a: &Arch) -> String {
         rows.push(vec!["source".into(), s.clone()]);
     }
     table(&["FIELD", "VALUE"], &rows)
-}
-
-/// `--arch auto`: the model of this machine's first GPU, queried live, with its calibration.
-#[cfg(feature = "gpu")]
-pub fn detect_for_planning(globals: &Globals) -> anyhow::Result<Arch> {
-    let db = globals.db()?;
-    let cache = globals.cache_dir().ok();
-    Ok(carver_gpu::detect_arch(&db, 0, cache.as_deref())?)
-}
-
-#[cfg(not(feature = "gpu"))]
-pub fn detect_for_planning(_globals: &Globals) -> anyhow::Result<Arch> {
-    anyhow::bail!(
-        "--arch auto needs live GPU detection, which this build of carver leaves out (built without \
-         the `gpu` feature); name the GPU instead, for example --arch h100"
-    )
 }

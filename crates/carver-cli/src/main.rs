@@ -3,10 +3,9 @@
 mod arch;
 mod arch_live;
 mod cache;
-mod measured;
 mod output;
+mod progress;
 mod recommend;
-mod shapes;
 mod tune;
 
 use std::path::PathBuf;
@@ -51,17 +50,7 @@ enum Command {
 
 /// What every subcommand may need from the global options.
 pub struct Globals {
-    pub hardware_db: Option<PathBuf>,
-    pub cache_dir: Option<PathBuf>,
-}
-
-impl Globals {
-    pub fn db(&self) -> anyhow::Result<carver_arch::HardwareDb> {
-        Ok(carver_arch::HardwareDb::load(self.hardware_db.as_deref())?)
-    }
-    pub fn cache_dir(&self) -> anyhow::Result<PathBuf> {
-        Ok(carver_arch::cache_dir(self.cache_dir.as_deref())?)
-    }
+    pub locations: carver_flows::Locations,
 }
 
 /// Lets a closed pipe end the process quietly (`carver ... | head`), as every Unix filter does,
@@ -81,8 +70,10 @@ fn main() -> ExitCode {
     default_sigpipe();
     let cli = Cli::parse();
     let globals = Globals {
-        hardware_db: cli.hardware_db,
-        cache_dir: cli.cache_dir,
+        locations: carver_flows::Locations {
+            hardware_db: cli.hardware_db,
+            cache_dir: cli.cache_dir,
+        },
     };
     let result = match cli.command {
         Command::Arch(cmd) => arch::run(cmd, &globals),

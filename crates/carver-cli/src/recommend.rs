@@ -3,16 +3,17 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
-use carver::{DType, Family, Hint, Layout, MatmulTemplate, TopK, recommend_hints};
-use carver_arch::Arch;
-use carver_schema::{ProblemSpec, RecommendOutput, RecommendResult, SCHEMA_VERSION, ShapeSpec};
+use carver::{DType, Family, Layout, TopK};
+use carver_flows::archs::ArchChoice;
+use carver_flows::recommend::{RecommendRequest, recommend};
+use carver_flows::shapes::{ShapeRow, read_shapes};
+use carver_schema::{Hint, RecommendResult};
 use clap::Args;
 
 use crate::Globals;
 use crate::output::{Format, print_json, table};
-use crate::shapes::{ParsedShape, shape_rows};
+use crate::progress::Terminal;
 
 #[derive(Debug, Args)]
 pub struct RecommendArgs {
@@ -59,7 +60,7 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
     s.parse()
 }
 
-fn parse_topk(s: &str) -> Result<TopK, String> {
+pub fn parse_topk(s: &str) -> Result<TopK, String> {
     s.parse().map_err(|e: carver::CarverError| e.to_string())
 }
 
@@ -84,124 +85,52 @@ fn parse_layout(s: &str) -> Result<(Layout, Layout), String> {
     Ok((one(letters[0])?, one(letters[1])?))
 }
 
-/// The archs to plan for, in the order given.
-fn resolve_archs(globals: &Globals, names: &[String]) -> anyhow::Result<Vec<Arch>> {
-    let mut out = Vec::new();
-    for name in names {
-        let name = name.trim();
-        if name.eq_ignore_ascii_case("auto") {
-            out.push(crate::arch::detect_for_planning(globals)?);
-        } else {
-            out.push(crate::arch::resolve_with_calibration(globals, name)?);
-        }
-    }
-    Ok(out)
-}
-
-fn template_for(args: &RecommendArgs, shape: &ParsedShape) -> MatmulTemplate {
-    let mut t = MatmulTemplate::new(shape.m, shape.n, shape.k)
-        .with_dtype(args.dtype)
-        .with_batch(shape.batch)
-        .with_layouts(args.layout.0, args.layout.1)
-        .with_family(args.target);
-    if let Some(c) = args.out_dtype {
-        t.dtype_c = c;
-    }
-    if let Some(acc) = args.acc_dtype {
-        t.dtype_acc = acc;
-    }
-    t
-}
-
 pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
-    let archs = resolve_archs(globals, &args.arch)?;
-    let rows = shape_rows(args.shapes.as_deref(), args.m, args.n, args.k, args.batch)?;
-
-    // Read-only: recommending never creates, repairs or migrates the tuning database.
-    let tuned = match globals.cache_dir() {
-        Ok(dir) => carver_tunedb::TuneDb::open_read_only(&dir)?,
-        Err(_) => None,
+    let shapes = match &args.shapes {
+        Some(path) => read_shapes(path)?,
+        // clap requires --m, --n and --k without --shapes.
+        None => vec![ShapeRow::one(
+            args.m.unwrap_or_default(),
+            args.n.unwrap_or_default(),
+            args.k.unwrap_or_default(),
+            args.batch,
+        )],
     };
-    let mut results = Vec::new();
-    let mut failures = 0usize;
-    for row in &rows {
-        let shape = match &row.parsed {
-            Ok(s) => s.clone(),
-            Err(reason) => {
-                failures += 1;
-                let where_ = args
-                    .shapes
-                    .as_ref()
-                    .map(|p| format!("{}:{}", p.display(), row.line))
-                    .unwrap_or_default();
-                eprintln!("error: {where_}: bad shape row: {reason}");
-                continue;
-            }
+    let request = RecommendRequest {
+        archs: args.arch.iter().map(|a| ArchChoice::parse(a)).collect(),
+        shapes,
+        dtype: args.dtype,
+        out_dtype: args.out_dtype,
+        acc_dtype: args.acc_dtype,
+        layouts: args.layout,
+        family: args.target,
+        topk: args.topk,
+    };
+    let answer = recommend(&globals.locations, &request, &Terminal::default())?;
+    let file = args
+        .shapes
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    for row in &answer.skipped_rows {
+        eprintln!("error: {file}:{}: bad shape row: {}", row.line, row.reason);
+    }
+    for f in &answer.failures {
+        let line = if args.shapes.is_some() {
+            format!(" (line {})", f.line)
+        } else {
+            String::new()
         };
-        let template = template_for(&args, &shape);
-        for arch in &archs {
-            let start = Instant::now();
-            let outcome = recommend_hints(&template, arch, args.topk);
-            let elapsed_us = start.elapsed().as_secs_f64() * 1e6;
-            let measured = match (&tuned, &outcome) {
-                (Some(db), Ok(_)) => crate::measured::lookup(db, &template, arch)?,
-                _ => None,
-            };
-            let (hints, error) = match outcome {
-                Ok(h) => (h, None),
-                Err(e) => {
-                    failures += 1;
-                    let label = shape
-                        .name
-                        .clone()
-                        .unwrap_or_else(|| format!("{}x{}x{}", shape.m, shape.n, shape.k));
-                    let where_ = if args.shapes.is_some() {
-                        format!(" (line {})", row.line)
-                    } else {
-                        String::new()
-                    };
-                    eprintln!("error: {label}{where_} on {}: {e}", arch.key());
-                    (Vec::new(), Some(e.to_string()))
-                }
-            };
-            results.push(RecommendResult {
-                shape: ShapeSpec {
-                    name: shape.name.clone(),
-                    m: shape.m,
-                    n: shape.n,
-                    k: shape.k,
-                    batch: shape.batch,
-                },
-                arch: arch.key().to_string(),
-                target: args.target.to_string(),
-                problem: ProblemSpec {
-                    dtype_a: template.dtype_a.to_string(),
-                    dtype_b: template.dtype_b.to_string(),
-                    dtype_c: template.dtype_c.to_string(),
-                    dtype_acc: template.dtype_acc.to_string(),
-                    layout_a: template.layout_a.to_string(),
-                    layout_b: template.layout_b.to_string(),
-                },
-                hints,
-                error,
-                measured,
-                elapsed_us,
-            });
-        }
+        eprintln!("error: {}{line} on {}: {}", f.shape, f.arch, f.error);
     }
-
     match args.format {
-        Format::Json => print_json(&RecommendOutput {
-            schema_version: SCHEMA_VERSION,
-            carver_version: env!("CARGO_PKG_VERSION").to_string(),
-            results,
-        })?,
-        Format::Table => print_tables(&results, args.explain),
+        Format::Json => print_json(&answer.output)?,
+        Format::Table => print_tables(&answer.output.results, args.explain),
     }
-    Ok(if failures > 0 {
-        ExitCode::FAILURE
-    } else {
+    Ok(if answer.is_complete() {
         ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     })
 }
 

@@ -3,7 +3,7 @@
 //! of 10,000 results. `cargo bench -p carver-tunedb --bench lookup`.
 
 use carver_tunedb::test_support::{sample_key, sample_record};
-use carver_tunedb::{LookupOptions, ShapeMatch, TuneDb, TuneRecord};
+use carver_tunedb::{Bucket, KeyBuckets, LookupOptions, TuneDb, TuneRecord};
 use divan::Bencher;
 
 const RESULTS: u64 = 10_000;
@@ -38,7 +38,7 @@ fn hit_in_process_cache_bucketed(bencher: Bencher) {
     let mut key = sample_key(RESULTS / 2);
     key.problem.m -= 1;
     let bucketed = LookupOptions {
-        shape_match: ShapeMatch::PowerOfTwoBucket,
+        buckets: KeyBuckets::all(Bucket::Pow2),
     };
     assert!(db.lookup_with(&key, bucketed).unwrap().is_some());
     bencher.bench_local(|| db.lookup_with(divan::black_box(&key), bucketed).unwrap());

@@ -8,29 +8,19 @@ use carver_schema::{DeviceKey, StoredTuneRecord, TuneKey, TuneRecord};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params_from_iter};
 
+use crate::bucket::KeyBuckets;
 use crate::validate::{validate_key, validate_record};
 use crate::{TuneDbError, Warning, health};
 
 /// Name of the database file inside the cache directory.
 pub const DB_FILE_NAME: &str = "tuning.sqlite3";
 
-/// How a lookup matches the problem's sizes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum ShapeMatch {
-    /// M, N and K must equal the stored ones.
-    #[default]
-    Exact,
-    /// M, N and K each rounded up to a power of two must equal the stored ones rounded the same
-    /// way (M = 1000 finds a result for M = 1024 or 600). An exact result is preferred; otherwise
-    /// the stored shape closest to the asked one (in log2 distance over M, N, K). Everything else
-    /// in the key, batch included, must still match exactly.
-    PowerOfTwoBucket,
-}
-
 /// Options of [`TuneDb::lookup_with`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LookupOptions {
-    pub shape_match: ShapeMatch,
+    /// How M, N and K match stored sizes. With bucketing an exact result is preferred;
+    /// otherwise the stored shape closest to the asked one (in log2 distance over M, N, K).
+    pub buckets: KeyBuckets,
 }
 
 /// What [`TuneDb::store_with`] does when the key is already stored.
@@ -80,17 +70,7 @@ pub struct TuneDb {
 /// process improves later is seen after [`TuneDb::refresh`] or by the next `TuneDb`.
 #[derive(Default)]
 struct Memo {
-    exact: HashMap<TuneKey, Arc<TuneRecord>>,
-    bucketed: HashMap<TuneKey, Arc<TuneRecord>>,
-}
-
-impl Memo {
-    fn for_match(&mut self, shape_match: ShapeMatch) -> &mut HashMap<TuneKey, Arc<TuneRecord>> {
-        match shape_match {
-            ShapeMatch::Exact => &mut self.exact,
-            ShapeMatch::PowerOfTwoBucket => &mut self.bucketed,
-        }
-    }
+    hits: HashMap<(KeyBuckets, TuneKey), Arc<TuneRecord>>,
 }
 
 /// Columns in the order `read_row` expects.
@@ -154,19 +134,19 @@ impl TuneDb {
         key: &TuneKey,
         options: LookupOptions,
     ) -> Result<Option<Arc<TuneRecord>>, TuneDbError> {
-        if let Some(hit) = lock(&self.memo).for_match(options.shape_match).get(key) {
+        let memo_key = (options.buckets, key.clone());
+        if let Some(hit) = lock(&self.memo).hits.get(&memo_key) {
             return Ok(Some(Arc::clone(hit)));
         }
         validate_key(key).map_err(TuneDbError::InvalidRecord)?;
-        let found = match options.shape_match {
-            ShapeMatch::Exact => self.select_exact(&lock(&self.conn), key)?,
-            ShapeMatch::PowerOfTwoBucket => self.select_bucket(key)?,
+        let found = if options.buckets.is_exact() {
+            self.select_exact(&lock(&self.conn), key)?
+        } else {
+            self.select_bucket(key, options.buckets)?
         };
         let Some(record) = found else { return Ok(None) };
         let record = Arc::new(record);
-        lock(&self.memo)
-            .for_match(options.shape_match)
-            .insert(key.clone(), Arc::clone(&record));
+        lock(&self.memo).hits.insert(memo_key, Arc::clone(&record));
         Ok(Some(record))
     }
 
@@ -333,11 +313,14 @@ impl TuneDb {
             .transpose()
     }
 
-    fn select_bucket(&self, key: &TuneKey) -> Result<Option<TuneRecord>, TuneDbError> {
+    fn select_bucket(
+        &self,
+        key: &TuneKey,
+        buckets: KeyBuckets,
+    ) -> Result<Option<TuneRecord>, TuneDbError> {
         let mut params = key_prefix_params(key);
         let p = &key.problem;
-        for size in [p.m, p.n, p.k] {
-            let (low, high) = bucket_bounds(size);
+        for (low, high) in buckets.ranges([p.m, p.n, p.k]) {
             params.extend([sql_size(low), sql_size(high)]);
         }
         let sql = format!(
@@ -503,12 +486,6 @@ fn key_prefix_params(key: &TuneKey) -> Vec<SqlValue> {
 /// upper end) saturates, which keeps the comparison right.
 fn sql_size(size: u64) -> SqlValue {
     SqlValue::Integer(i64::try_from(size).unwrap_or(i64::MAX))
-}
-
-/// The sizes that round up to the same power of two as `size`: `(low, high]`.
-fn bucket_bounds(size: u64) -> (u64, u64) {
-    let high = size.checked_next_power_of_two().unwrap_or(u64::MAX);
-    (high / 2, high)
 }
 
 fn log2_distance(stored: [u64; 3], asked: [u64; 3]) -> f64 {

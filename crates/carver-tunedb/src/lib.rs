@@ -24,8 +24,9 @@
 //! - **A newer schema** (a file written by a later carver) is refused with
 //!   [`TuneDbError::NewerSchema`] and left untouched; an older one is migrated.
 //! - **Lookups** are answered from an in-process cache after the first hit (well under a
-//!   millisecond; `cargo bench -p carver-tunedb`). Shape bucketing (sizes rounded up to powers
-//!   of two) is an option of [`TuneDb::lookup_with`], off by default.
+//!   millisecond; `cargo bench -p carver-tunedb`). Shape bucketing is declared per size of the key
+//!   ([`KeyBuckets`]: M, N, K each exact or rounded up to a power of two) and applied by
+//!   [`TuneDb::lookup_with`]; exact by default.
 //! - **Sharing**: [`TuneDb::export`] writes versioned JSON Lines and changes nothing;
 //!   [`TuneDb::import`] merges, reporting conflicts and bad rows by line number.
 //!
@@ -82,6 +83,7 @@
 //! # }
 //! ```
 
+mod bucket;
 mod db;
 mod error;
 mod exchange;
@@ -92,11 +94,12 @@ mod validate;
 #[doc(hidden)]
 pub mod test_support;
 
+pub use bucket::{Bucket, KeyBuckets};
 pub use carver_schema::{
     BadRow, ConflictResolution, DeviceKey, ImportConflict, ImportReport, MeasuredCandidate,
     StoredTuneRecord, TuneKey, TuneProblem, TuneRecord,
 };
-pub use db::{DB_FILE_NAME, Filter, LookupOptions, ShapeMatch, StoreOutcome, TuneDb, WritePolicy};
+pub use db::{DB_FILE_NAME, Filter, LookupOptions, StoreOutcome, TuneDb, WritePolicy};
 pub use error::{TuneDbError, Warning};
 pub use exchange::{EXPORT_FORMAT, EXPORT_FORMAT_VERSION, ExportHeader, write_export};
 pub use health::{APPLICATION_ID, SCHEMA_VERSION};

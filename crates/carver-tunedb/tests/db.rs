@@ -3,8 +3,8 @@
 
 use carver_tunedb::test_support::{sample_key, sample_record};
 use carver_tunedb::{
-    DB_FILE_NAME, Filter, LookupOptions, ShapeMatch, StoreOutcome, TuneDb, TuneDbError, TuneRecord,
-    WritePolicy,
+    Bucket, DB_FILE_NAME, Filter, KeyBuckets, LookupOptions, StoreOutcome, TuneDb, TuneDbError,
+    TuneRecord, WritePolicy,
 };
 use serde_json::json;
 
@@ -199,7 +199,7 @@ fn bucketing_is_off_by_default_and_finds_the_closest_shape_in_the_bucket() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(&dir);
     let bucketed = LookupOptions {
-        shape_match: ShapeMatch::PowerOfTwoBucket,
+        buckets: KeyBuckets::all(Bucket::Pow2),
     };
     // M = 128 + n: 600 and 1000 and 1024 share the bucket (512, 1024]; 1025 does not.
     let store_m = |m: u64| {
@@ -249,7 +249,7 @@ fn bucketing_matches_other_sizes_in_the_same_power_of_two_range() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(&dir);
     let bucketed = LookupOptions {
-        shape_match: ShapeMatch::PowerOfTwoBucket,
+        buckets: KeyBuckets::all(Bucket::Pow2),
     };
     let stored = sample_record(0); // M 128, N 4096, K 4096
     db.store(&stored).unwrap();

@@ -72,6 +72,40 @@ pub fn recommend_hints(
         .collect())
 }
 
+/// Every legal configuration of the template's family for `arch`, ranked by predicted time
+/// (ties in the order [`policy::every_config`] walks the space): what an exhaustive tuning run
+/// measures. Unlike [`recommend_hints`] there is no pruning and no diversity.
+pub fn rank_every_config(template: &MatmulTemplate, arch: &Arch) -> Result<Vec<Hint>, CarverError> {
+    let problem = template.validate(arch)?;
+    let family = template.family.rules();
+    let pricer = cost::Pricer::new(family, &problem, arch);
+    let mut all = policy::every_config(family, &problem, arch);
+    // Stable: equal predictions keep the walk's order.
+    all.sort_by(|a, b| a.time_us.total_cmp(&b.time_us));
+    let hints: Vec<Hint> = pricer
+        .iter()
+        .flat_map(|pricer| {
+            all.iter()
+                .filter_map(|c| Some((pricer.predict(&c.tile, c.res)?, c)))
+        })
+        .enumerate()
+        .map(|(i, (prediction, c))| Hint {
+            rank: i + 1,
+            config: family.native(&c.tile),
+            tile: c.tile,
+            prediction,
+        })
+        .collect();
+    if hints.is_empty() {
+        return Err(CarverError::NoLegalConfig {
+            target: template.family.to_string(),
+            arch: arch.key().to_string(),
+            reason: "no configuration of its space is legal for this problem on this GPU".into(),
+        });
+    }
+    Ok(hints)
+}
+
 /// Prices one configuration given in the target's own parameter names (for checking a
 /// hand-written or another tool's config against the model).
 pub fn predict_native(

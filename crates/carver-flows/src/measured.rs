@@ -8,13 +8,15 @@ use carver_arch::{Arch, Origin};
 use carver_schema::MeasuredWinner;
 use carver_tunedb::{Filter, TuneDb};
 
+use crate::FlowError;
+
 /// The fastest stored winner for `template` on a GPU like `arch`: the same physical GPU when
 /// `arch` was detected live (by UUID), else any GPU with the same driver-reported name.
-pub fn lookup(
+pub(crate) fn lookup(
     db: &TuneDb,
     template: &MatmulTemplate,
     arch: &Arch,
-) -> anyhow::Result<Option<MeasuredWinner>> {
+) -> Result<Option<MeasuredWinner>, FlowError> {
     let device = match &arch.origin {
         Origin::Live { uuid, .. } => uuid.clone(),
         _ => arch.gpu.name.clone(),

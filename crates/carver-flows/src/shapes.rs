@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::Context;
+use crate::FlowError;
 
 /// One shape to answer, or the reason its row is unusable (the other rows still run).
 #[derive(Debug, Clone, PartialEq)]
@@ -22,44 +22,68 @@ pub struct ParsedShape {
     pub batch: u64,
 }
 
-/// The shapes a command works on: the rows of `--shapes FILE`, or the one shape `--m/--n/--k`
-/// name (each required then).
-pub fn shape_rows(
-    shapes: Option<&Path>,
-    m: Option<u64>,
-    n: Option<u64>,
-    k: Option<u64>,
-    batch: u64,
-) -> anyhow::Result<Vec<ShapeRow>> {
-    match shapes {
-        Some(path) => read_shapes(path),
-        None => Ok(vec![ShapeRow {
+impl ShapeRow {
+    /// One shape given directly (not from a file).
+    pub fn one(m: u64, n: u64, k: u64, batch: u64) -> Self {
+        Self {
             line: 0,
             parsed: Ok(ParsedShape {
                 name: None,
-                m: m.context("--m is required")?,
-                n: n.context("--n is required")?,
-                k: k.context("--k is required")?,
+                m,
+                n,
+                k,
                 batch,
             }),
-        }]),
+        }
     }
 }
 
-pub fn read_shapes(path: &Path) -> anyhow::Result<Vec<ShapeRow>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read shapes file {}", path.display()))?;
+impl ParsedShape {
+    /// `MxNxK`, or the shape's name when it has one.
+    pub fn label(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("{}x{}x{}", self.m, self.n, self.k))
+    }
+}
+
+/// The rows of a shapes file; a bad row is reported in its place and the others still run.
+pub fn read_shapes(path: &Path) -> Result<Vec<ShapeRow>, FlowError> {
+    let text = std::fs::read_to_string(path).map_err(|source| FlowError::Io {
+        action: "read shapes file",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file_error = |reason: String| FlowError::ShapesFile {
+        path: path.to_path_buf(),
+        reason,
+    };
     let looks_json = text.trim_start().starts_with(['{', '[']);
     let rows = if looks_json {
         parse_json(&text)
     } else {
         parse_csv(&text)
     }
-    .with_context(|| format!("shapes file {}", path.display()))?;
+    .map_err(file_error)?;
     if rows.is_empty() {
-        anyhow::bail!("shapes file {} lists no shapes", path.display());
+        return Err(file_error("lists no shapes".into()));
     }
     Ok(rows)
+}
+
+/// `MxNxK` (e.g. `4096x4096x4096`), each size a positive integer.
+pub fn parse_mnk(text: &str) -> Result<[u64; 3], String> {
+    let error = || {
+        format!(
+            "`{text}` is not a shape: expected MxNxK with positive integers, e.g. 4096x4096x4096"
+        )
+    };
+    let sizes: Vec<u64> = text
+        .split(['x', 'X'])
+        .map(|part| part.trim().parse::<u64>().ok().filter(|&n| n > 0))
+        .collect::<Option<_>>()
+        .ok_or_else(error)?;
+    sizes.try_into().map_err(|_| error())
 }
 
 fn size(v: Option<&serde_json::Value>, key: &str) -> Result<u64, String> {
@@ -103,17 +127,20 @@ fn object_lines(text: &str, depth_of_objects: usize) -> Vec<usize> {
     out
 }
 
-fn parse_json(text: &str) -> anyhow::Result<Vec<ShapeRow>> {
-    let value: serde_json::Value = serde_json::from_str(text).context("not valid JSON")?;
+fn parse_json(text: &str) -> Result<Vec<ShapeRow>, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    let not_a_list =
+        || "expected an object with a `shapes` array (or a top-level array)".to_string();
     let (list, depth) = match &value {
         serde_json::Value::Array(a) => (a, 1),
         serde_json::Value::Object(o) => (
             o.get("shapes")
                 .and_then(|s| s.as_array())
-                .context("expected an object with a `shapes` array (or a top-level array)")?,
+                .ok_or_else(not_a_list)?,
             2,
         ),
-        _ => anyhow::bail!("expected an object with a `shapes` array (or a top-level array)"),
+        _ => return Err(not_a_list()),
     };
     let lines = object_lines(text, depth);
     Ok(list
@@ -148,7 +175,7 @@ fn parse_json(text: &str) -> anyhow::Result<Vec<ShapeRow>> {
         .collect())
 }
 
-fn parse_csv(text: &str) -> anyhow::Result<Vec<ShapeRow>> {
+fn parse_csv(text: &str) -> Result<Vec<ShapeRow>, String> {
     let mut columns: Option<Vec<String>> = None;
     let mut rows = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -164,9 +191,9 @@ fn parse_csv(text: &str) -> anyhow::Result<Vec<ShapeRow>> {
                 let cols = columns.as_ref().unwrap();
                 for need in ["m", "n", "k"] {
                     if !cols.iter().any(|c| c == need) {
-                        anyhow::bail!(
+                        return Err(format!(
                             "line {line}: CSV header must have M, N and K columns (got {trimmed})"
-                        );
+                        ));
                     }
                 }
                 continue;
@@ -215,6 +242,18 @@ fn parse_csv(text: &str) -> anyhow::Result<Vec<ShapeRow>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mnk_parses_and_bad_ones_say_what_is_expected() {
+        assert_eq!(parse_mnk("4096x4096x4096"), Ok([4096, 4096, 4096]));
+        assert_eq!(parse_mnk("1X2x3"), Ok([1, 2, 3]));
+        for bad in ["", "4096", "1x2", "1x2x3x4", "0x1x1", "ax1x1", "-1x1x1"] {
+            assert!(
+                parse_mnk(bad).unwrap_err().contains("expected MxNxK"),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn json_rows_carry_their_lines() {
