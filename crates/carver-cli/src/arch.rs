@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use carver_arch::{Arch, CalibrationStore, ComputeClass, Origin};
-use carver_schema::{ArchList, ArchReport, ArchSummary, SCHEMA_VERSION};
+use carver_schema::{ArchDescription, ArchList, ArchReport, ArchSummary, SCHEMA_VERSION};
 use clap::{Args, Subcommand};
 
 use crate::Globals;
@@ -52,7 +52,7 @@ pub fn run(cmd: ArchCommand, globals: &Globals) -> anyhow::Result<ExitCode> {
 
 fn list(globals: &Globals, format: Format) -> anyhow::Result<ExitCode> {
     let db = globals.db()?;
-    let gpus: Vec<ArchSummary> = db.iter().map(ArchSummary::of).collect();
+    let gpus: Vec<ArchSummary> = db.iter().map(ArchSummary::from).collect();
     match format {
         Format::Json => print_json(&ArchList {
             schema_version: SCHEMA_VERSION,
@@ -114,7 +114,7 @@ fn show(globals: &Globals, name: &str, format: Format) -> anyhow::Result<ExitCod
     match format {
         Format::Json => print_json(&ArchReport {
             schema_version: SCHEMA_VERSION,
-            arch,
+            arch: ArchDescription::from(&arch),
         })?,
         Format::Table => print!("{}", describe(&arch)),
     }

@@ -42,36 +42,14 @@ pub fn calibrate(globals: &Globals, device: usize, format: Format) -> anyhow::Re
 mod live {
     use std::process::ExitCode;
 
-    use carver_arch::{Calibration, CalibrationStore};
+    use carver_arch::CalibrationStore;
     use carver_gpu::{CalibrationOptions, DetectedGpu, MeasuredFigure};
-    use carver_schema::SCHEMA_VERSION;
+    use carver_schema::{CalibrateReport, DetectReport, SCHEMA_VERSION};
     use indicatif::{ProgressBar, ProgressStyle};
-    use serde::Serialize;
 
     use crate::Globals;
     use crate::arch::describe;
     use crate::output::{Format, print_json, table};
-
-    /// `carver arch detect --format json`.
-    #[derive(Serialize)]
-    struct DetectReport {
-        schema_version: u32,
-        gpus: Vec<DetectedGpu>,
-    }
-
-    /// `carver arch calibrate --format json`.
-    #[derive(Serialize)]
-    struct CalibrateReport<'a> {
-        schema_version: u32,
-        device_index: usize,
-        device_name: &'a str,
-        uuid: &'a str,
-        matched: Option<&'a str>,
-        /// Where the calibration was stored.
-        stored_at: String,
-        figures: &'a [MeasuredFigure],
-        calibration: &'a Calibration,
-    }
 
     pub fn detect(globals: &Globals, format: Format) -> anyhow::Result<ExitCode> {
         let db = globals.db()?;
@@ -80,7 +58,7 @@ mod live {
         match format {
             Format::Json => print_json(&DetectReport {
                 schema_version: SCHEMA_VERSION,
-                gpus,
+                gpus: gpus.iter().map(Into::into).collect(),
             })?,
             Format::Table => {
                 for (i, gpu) in gpus.iter().enumerate() {
@@ -158,13 +136,13 @@ mod live {
         match format {
             Format::Json => print_json(&CalibrateReport {
                 schema_version: SCHEMA_VERSION,
-                device_index: outcome.device.index,
-                device_name: &outcome.device.name,
-                uuid: &outcome.device.uuid,
-                matched: outcome.device.matched.as_deref(),
+                device_index: outcome.device.index as u64,
+                device_name: outcome.device.name.clone(),
+                uuid: outcome.device.uuid.clone(),
+                matched: outcome.device.matched.clone(),
                 stored_at: path.display().to_string(),
-                figures: &outcome.figures,
-                calibration: &outcome.calibration,
+                figures: outcome.figures.iter().map(Into::into).collect(),
+                calibration: (&outcome.calibration).into(),
             })?,
             Format::Table => {
                 println!(

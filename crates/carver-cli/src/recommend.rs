@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use carver::{DType, Family, Hint, Layout, MatmulTemplate, recommend_hints};
+use carver::{DType, Family, Layout, MatmulTemplate, recommend_hints};
 use carver_arch::Arch;
-use carver_schema::{ProblemSpec, RecommendOutput, RecommendResult, SCHEMA_VERSION, ShapeSpec};
+use carver_schema::{
+    Hint, ProblemSpec, RecommendOutput, RecommendResult, SCHEMA_VERSION, ShapeSpec,
+};
 use clap::Args;
 
 use crate::Globals;
@@ -147,7 +149,7 @@ pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
                 _ => None,
             };
             let (hints, error) = match outcome {
-                Ok(h) => (h, None),
+                Ok(h) => (h.iter().map(Hint::from).collect(), None),
                 Err(e) => {
                     failures += 1;
                     let label = shape
@@ -212,7 +214,7 @@ fn compact(h: &Hint) -> String {
         t.block_m,
         t.block_n,
         t.block_k,
-        t.compute_warps() + t.producer_warps,
+        t.warps_m * t.warps_n + t.producer_warps,
         t.stages,
         t.raster.group,
         t.split_k

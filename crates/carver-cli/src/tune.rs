@@ -146,12 +146,14 @@ mod live {
         Candidate, CandidateReport, GemmProblem, TimingOptions, TuneEvent, TuneJob, TuneOutcome,
         serve_worker, tune as run_loop,
     };
-    use carver_schema::{SCHEMA_VERSION, ShapeSpec};
+    use carver_schema::{
+        BenchReport, RepackReport, SCHEMA_VERSION, ShapeSpec, TuneCandidate, TuneReport,
+        TuneShapeResult,
+    };
     use carver_tunedb::{
         DeviceKey, MeasuredCandidate, StoreOutcome, TuneDb, TuneKey, TuneProblem, TuneRecord,
     };
     use indicatif::{ProgressBar, ProgressStyle};
-    use serde::Serialize;
 
     use super::{BenchArgs, TuneArgs};
     use crate::Globals;
@@ -160,106 +162,31 @@ mod live {
 
     const TARGET: Family = Family::CudaSm90;
 
-    /// `carver tune --format json`.
-    #[derive(Serialize)]
-    struct TuneReport {
-        schema_version: u32,
-        carver_version: String,
-        device: DeviceKey,
-        results: Vec<ShapeResult>,
+    /// A repack from a stored result's method (see `TuneOutcome::method`).
+    fn repack_from_method(method: &serde_json::Value) -> Option<RepackReport> {
+        let r = method.get("repack")?;
+        Some(RepackReport {
+            operands: serde_json::from_value(r.get("operands")?.clone()).ok()?,
+            time_us: r
+                .get("copy_median_s")
+                .and_then(serde_json::Value::as_f64)
+                .map(|t| t * 1e6),
+        })
     }
 
-    /// One shape's answer.
-    #[derive(Serialize)]
-    struct ShapeResult {
-        shape: ShapeSpec,
-        dtype: String,
-        layout: String,
-        /// `tuned` (measured now), `database` (a stored result) or `error`.
-        source: String,
-        /// The winner in cuda-sm90's own terms.
-        winner: Option<serde_json::Value>,
-        winner_time_us: Option<f64>,
-        winner_tflops: Option<f64>,
-        cublas_time_us: Option<f64>,
-        /// cuBLAS time / winner time: above 1 means carver's kernel is faster.
-        speedup_vs_cublas: Option<f64>,
-        /// Position of the winner in the model's ranking (1 = the model's first choice).
-        winner_model_rank: Option<u32>,
-        /// Candidates tried: every one with its prediction and measurement or failure.
-        candidates: Vec<CandidateRow>,
-        compile_wall_s: Option<f64>,
-        bench_wall_s: Option<f64>,
-        /// Wall time of this shape from the database lookup to the stored result.
-        total_wall_s: Option<f64>,
-        /// Where the result went: `inserted`, `replaced`, `kept-existing`, or why it was not
-        /// stored.
-        stored: Option<String>,
-        /// Present when rows of A or B are not 16-byte aligned.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        repack: Option<RepackRow>,
-        error: Option<String>,
-    }
-
-    /// Operands copied into rows padded to 16 bytes before every launch; every measured time
-    /// of the family includes the copies.
-    #[derive(Serialize)]
-    struct RepackRow {
-        operands: Vec<String>,
-        /// The copies alone (median), timed at worker setup.
-        time_us: Option<f64>,
-    }
-
-    impl RepackRow {
-        fn from_info(r: &carver_gpu::tune::RepackInfo) -> Self {
-            Self {
-                operands: r.operands.clone(),
-                time_us: Some(r.timing.median_s * 1e6),
+    /// One line for the table output; `winner_us` gives the copies' share.
+    fn describe_repack(repack: &RepackReport, winner_us: Option<f64>) -> String {
+        let share = match (repack.time_us, winner_us) {
+            (Some(t), Some(w)) if w > 0.0 => {
+                format!(", {:.0}% of the winner's time", 100.0 * t / w)
             }
-        }
-
-        /// From a stored result's method (see `TuneOutcome::method`).
-        fn from_method(method: &serde_json::Value) -> Option<Self> {
-            let r = method.get("repack")?;
-            Some(Self {
-                operands: serde_json::from_value(r.get("operands")?.clone()).ok()?,
-                time_us: r
-                    .get("copy_median_s")
-                    .and_then(serde_json::Value::as_f64)
-                    .map(|t| t * 1e6),
-            })
-        }
-
-        /// One line for the table output; `winner_us` gives the copies' share.
-        fn describe(&self, winner_us: Option<f64>) -> String {
-            let share = match (self.time_us, winner_us) {
-                (Some(t), Some(w)) if w > 0.0 => {
-                    format!(", {:.0}% of the winner's time", 100.0 * t / w)
-                }
-                _ => String::new(),
-            };
-            format!(
-                "repack: {} copied into 16-byte-aligned rows before every launch (included in every measured time): {} us{share}",
-                self.operands.join(" and "),
-                fmt_opt(self.time_us, 1)
-            )
-        }
-    }
-
-    #[derive(Serialize)]
-    struct CandidateRow {
-        model_rank: u32,
-        label: String,
-        config: serde_json::Value,
-        predicted_time_us: f64,
-        measured_time_us: Option<f64>,
-        tflops: Option<f64>,
-        /// The worker's full measurement (registers, relative error, runs...), when tuned now.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        details: Option<carver_gpu::tune::CandidateMeasurement>,
-        compile_s: Option<f64>,
-        from_cache: Option<bool>,
-        failure: Option<String>,
+            _ => String::new(),
+        };
+        format!(
+            "repack: {} copied into 16-byte-aligned rows before every launch (included in every measured time): {} us{share}",
+            repack.operands.join(" and "),
+            fmt_opt(repack.time_us, 1)
+        )
     }
 
     /// The detected GPU, checked to be a Hopper.
@@ -474,17 +401,17 @@ mod live {
         p.flops() / t_s / 1e12
     }
 
-    fn rows_from_outcome(p: &Problem, o: &TuneOutcome) -> Vec<CandidateRow> {
+    fn rows_from_outcome(p: &Problem, o: &TuneOutcome) -> Vec<TuneCandidate> {
         o.candidates
             .iter()
-            .map(|c: &CandidateReport| CandidateRow {
+            .map(|c: &CandidateReport| TuneCandidate {
                 model_rank: c.model_rank,
                 label: c.spec.label(),
                 config: serde_json::to_value(c.spec.params).expect("params serialize"),
                 predicted_time_us: c.predicted_s * 1e6,
                 measured_time_us: c.time_s().map(|t| t * 1e6),
                 tflops: c.time_s().map(|t| tflops(p, t)),
-                details: c.measured.clone(),
+                details: c.measured.as_ref().map(Into::into),
                 compile_s: c.compile.as_ref().map(|i| i.compile_s),
                 from_cache: c.compile.as_ref().map(|i| i.from_cache),
                 failure: c.failure.clone(),
@@ -492,10 +419,10 @@ mod live {
             .collect()
     }
 
-    fn rows_from_record(p: &Problem, r: &TuneRecord) -> Vec<CandidateRow> {
+    fn rows_from_record(p: &Problem, r: &TuneRecord) -> Vec<TuneCandidate> {
         r.candidates
             .iter()
-            .map(|c| CandidateRow {
+            .map(|c| TuneCandidate {
                 model_rank: c.model_rank,
                 label: serde_json::from_value::<Sm90Params>(c.config.clone())
                     .map(|params| gemm_problem(p).spec(params).label())
@@ -551,8 +478,8 @@ mod live {
         }
     }
 
-    fn empty_result(shape: ShapeSpec, args: &TuneArgs, error: String) -> ShapeResult {
-        ShapeResult {
+    fn empty_result(shape: ShapeSpec, args: &TuneArgs, error: String) -> TuneShapeResult {
+        TuneShapeResult {
             shape,
             dtype: args.dtype.to_string(),
             layout: layout_text(args.layout),
@@ -608,7 +535,7 @@ mod live {
         s: &Session,
         args: &TuneArgs,
         shape: &ParsedShape,
-    ) -> anyhow::Result<ShapeResult> {
+    ) -> anyhow::Result<TuneShapeResult> {
         let started = Instant::now();
         if shape.batch != 1 {
             anyhow::bail!(
@@ -639,7 +566,7 @@ mod live {
                 .find(|c| c.config == hit.winner && c.failure.is_none())
                 .map(|c| c.model_rank);
             result.candidates = rows_from_record(&p, &hit);
-            result.repack = RepackRow::from_method(&hit.method);
+            result.repack = repack_from_method(&hit.method);
             result.total_wall_s = Some(started.elapsed().as_secs_f64());
             return Ok(result);
         }
@@ -662,7 +589,7 @@ mod live {
         result.compile_wall_s = Some(outcome.compile_wall_s);
         result.bench_wall_s = Some(outcome.bench_wall_s);
         result.cublas_time_us = outcome.cublas_s().map(|t| t * 1e6);
-        result.repack = outcome.worker.repack.as_ref().map(RepackRow::from_info);
+        result.repack = outcome.worker.repack.as_ref().map(RepackReport::from);
         if let Some(w) = outcome.winner() {
             let t = w.time_s().expect("the winner was timed");
             result.winner = Some(serde_json::to_value(w.spec.params)?);
@@ -745,7 +672,7 @@ mod live {
         v.map_or("-".into(), |x| format!("{x:.digits$}"))
     }
 
-    fn print_shape(s: &Session, r: &ShapeResult) {
+    fn print_shape(s: &Session, r: &TuneShapeResult) {
         let sh = &r.shape;
         let name = sh
             .name
@@ -824,7 +751,7 @@ mod live {
             fmt_opt(r.speedup_vs_cublas, 3),
         );
         if let Some(rp) = &r.repack {
-            println!("{}", rp.describe(r.winner_time_us));
+            println!("{}", describe_repack(rp, r.winner_time_us));
         }
         if let (Some(c), Some(b), Some(t)) = (r.compile_wall_s, r.bench_wall_s, r.total_wall_s) {
             println!("wall time: compile {c:.2} s, check and benchmark {b:.2} s, total {t:.2} s");
@@ -836,31 +763,6 @@ mod live {
             println!("error: {e}");
         }
         println!();
-    }
-
-    /// `carver bench --format json`.
-    #[derive(Serialize)]
-    struct BenchReport {
-        schema_version: u32,
-        device: DeviceKey,
-        shape: ShapeSpec,
-        dtype: String,
-        layout: String,
-        /// `argument` or `database`.
-        config_source: String,
-        config: serde_json::Value,
-        label: String,
-        predicted_time_us: f64,
-        measured_time_us: Option<f64>,
-        tflops: Option<f64>,
-        cublas_time_us: Option<f64>,
-        cublas_tflops: Option<f64>,
-        speedup_vs_cublas: Option<f64>,
-        details: Option<carver_gpu::tune::CandidateMeasurement>,
-        /// Present when rows of A or B are not 16-byte aligned.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        repack: Option<RepackRow>,
-        failure: Option<String>,
     }
 
     pub fn bench(args: BenchArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
@@ -933,8 +835,8 @@ mod live {
             cublas_time_us: cublas.map(|t| t * 1e6),
             cublas_tflops: cublas.map(|t| tflops(&p, t)),
             speedup_vs_cublas: cublas.zip(t).map(|(c, w)| c / w),
-            details: c.measured.clone(),
-            repack: outcome.worker.repack.as_ref().map(RepackRow::from_info),
+            details: c.measured.as_ref().map(Into::into),
+            repack: outcome.worker.repack.as_ref().map(RepackReport::from),
             failure: c.failure.clone(),
         };
         match args.format {
@@ -981,7 +883,7 @@ mod live {
                 );
                 println!("{} of cuBLAS", fmt_opt(report.speedup_vs_cublas, 3));
                 if let Some(rp) = &report.repack {
-                    println!("{}", rp.describe(report.measured_time_us));
+                    println!("{}", describe_repack(rp, report.measured_time_us));
                 }
             }
         }

@@ -41,7 +41,7 @@ use crate::dtype::Layout;
 use crate::family::{FamilyRules, Resources, WarpLayout, check_fits};
 use crate::rank::{SIMILARITY_PENALTY, window_for};
 use crate::template::Problem;
-use carver_schema::{Raster, RasterOrder, TileConfig};
+use crate::tile::{Raster, RasterOrder, TileConfig};
 
 /// Largest fraction of a padded tile grid that may be padding (unless no tile does better).
 pub const MAX_PADDING_WASTE: f64 = 0.5;
