@@ -5,6 +5,10 @@
 //! [`CalibrationStore`] holds ceilings measured on real devices. Nothing here touches a GPU: live
 //! detection lives in `carver-gpu` and produces an [`Arch`] through [`Arch`]'s public fields.
 //!
+//! The JSON form of a description is `carver_schema::ArchDescription` (and `ArchSummary` for
+//! `carver arch list`), converted from an [`Arch`] with `From`; [`Arch`]'s own serde form is the
+//! TOML of `hardware-db/`.
+//!
 //! ```
 //! let db = carver_arch::HardwareDb::embedded().unwrap();
 //! let h100 = db.get("h100").unwrap();
@@ -16,6 +20,7 @@ mod db;
 mod error;
 mod model;
 mod paths;
+mod schema;
 mod validate;
 
 pub use calibration::{CALIBRATION_FORMAT, Calibration, CalibrationStore};

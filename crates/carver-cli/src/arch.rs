@@ -2,12 +2,12 @@
 
 use std::process::ExitCode;
 
-use carver_arch::{Arch, CalibrationStore, ComputeClass, Origin};
-use carver_schema::{ArchList, ArchReport, ArchSummary, SCHEMA_VERSION};
+use carver_schema::{ArchDescription, DetectedGpu, Extent, MeasuredFigure, Origin};
 use clap::{Args, Subcommand};
 
 use crate::Globals;
 use crate::output::{Format, print_json, table};
+use crate::progress::Terminal;
 
 #[derive(Debug, Subcommand)]
 pub enum ArchCommand {
@@ -43,10 +43,8 @@ pub fn run(cmd: ArchCommand, globals: &Globals) -> anyhow::Result<ExitCode> {
     match cmd {
         ArchCommand::List(f) => list(globals, f.format),
         ArchCommand::Show { name, format } => show(globals, &name, format.format),
-        ArchCommand::Detect(f) => crate::arch_live::detect(globals, f.format),
-        ArchCommand::Calibrate { device, format } => {
-            crate::arch_live::calibrate(globals, device, format.format)
-        }
+        ArchCommand::Detect(f) => detect(globals, f.format),
+        ArchCommand::Calibrate { device, format } => calibrate(globals, device, format.format),
     }
 }
 
@@ -119,9 +117,9 @@ fn origin_text(origin: &Origin) -> String {
 }
 
 /// A human-readable page about one GPU. Figures listed in `estimated` carry "(estimated)".
-pub fn describe(a: &Arch) -> String {
+pub fn describe(a: &ArchDescription) -> String {
     let est = |field: &str| {
-        if a.estimated.contains(field) {
+        if a.estimated.iter().any(|e| e == field) {
             " (estimated)"
         } else {
             ""
@@ -225,9 +223,9 @@ pub fn describe(a: &Arch) -> String {
         ],
     ];
     for ins in &a.tensor_instructions {
-        let ext = |e: carver_arch::Extent| match e {
-            carver_arch::Extent::Fixed(v) => v.to_string(),
-            carver_arch::Extent::Range(r) => format!("{}..{} step {}", r.min, r.max, r.step),
+        let ext = |e: Extent| match e {
+            Extent::Fixed(v) => v.to_string(),
+            Extent::Range(r) => format!("{}..{} step {}", r.min, r.max, r.step),
         };
         rows.push(vec![
             format!("tensor {}", ins.family),
@@ -244,15 +242,14 @@ pub fn describe(a: &Arch) -> String {
             ),
         ]);
     }
-    for class in ComputeClass::ALL {
-        if let Some(p) = a.peak.get(&class) {
-            let clock = p.clock_mhz.unwrap_or(a.sm.sustained_clock_mhz);
-            let estimated = est(&format!("peak.{class}.tflops"));
-            rows.push(vec![
-                format!("peak {class}"),
-                format!("{:.1} TFLOP/s dense at {clock:.0} MHz{estimated}", p.tflops),
-            ]);
-        }
+    // The map is ordered as the classes are declared.
+    for (class, p) in &a.peak {
+        let clock = p.clock_mhz.unwrap_or(a.sm.sustained_clock_mhz);
+        let estimated = est(&format!("peak.{class}.tflops"));
+        rows.push(vec![
+            format!("peak {class}"),
+            format!("{:.1} TFLOP/s dense at {clock:.0} MHz{estimated}", p.tflops),
+        ]);
     }
     if let Some(c) = &a.calibration {
         let fmt_bw = |v: Option<f64>| {
@@ -289,4 +286,117 @@ pub fn describe(a: &Arch) -> String {
         rows.push(vec!["source".into(), s.clone()]);
     }
     table(&["FIELD", "VALUE"], &rows)
+}
+
+fn detect(globals: &Globals, format: Format) -> anyhow::Result<ExitCode> {
+    let report = carver_flows::archs::detect(&globals.locations)?;
+    match format {
+        Format::Json => print_json(&report)?,
+        Format::Table => {
+            let pages: Vec<String> = report
+                .gpus
+                .iter()
+                .map(|gpu| format!("{}{}", summary(gpu), describe(&gpu.arch)))
+                .collect();
+            print!("{}", pages.join("\n"));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The lines above a detected GPU's model: identity, driver, match and calibration.
+fn summary(gpu: &DetectedGpu) -> String {
+    let power = gpu
+        .power_limit_w
+        .map(|w| format!("{w:.0} W"))
+        .unwrap_or_else(|| "not reported".into());
+    let matched = match &gpu.matched {
+        Some(key) => {
+            format!("hardware-db entry `{key}`, with the figures the device reports put in")
+        }
+        None => "no hardware-db entry; figures the device does not report are estimated from its \
+                 compute capability (marked below)"
+            .into(),
+    };
+    let calibration = match &gpu.arch.calibration {
+        Some(c) => format!(
+            "measured ceilings stored at unix time {} (carver {}) are applied",
+            c.measured_at_unix_s, c.carver_version
+        ),
+        None => format!(
+            "none stored; run `carver arch calibrate --device {}` to measure this GPU's ceilings",
+            gpu.index
+        ),
+    };
+    format!(
+        "GPU {}: {} ({})\n  driver {} (CUDA {}), power limit {power}\n  model: {matched}\n  calibration: {calibration}\n\n",
+        gpu.index, gpu.name, gpu.uuid, gpu.driver_version, gpu.cuda_driver_version
+    )
+}
+
+fn calibrate(globals: &Globals, device: usize, format: Format) -> anyhow::Result<ExitCode> {
+    let report = carver_flows::archs::calibrate(&globals.locations, device, &Terminal::default())?;
+    eprintln!(
+        "stored the calibration of {} in {}",
+        report.uuid, report.stored_at
+    );
+    match format {
+        Format::Json => print_json(&report)?,
+        Format::Table => {
+            println!(
+                "GPU {}: {} ({})",
+                report.device_index, report.device_name, report.uuid
+            );
+            print!("{}", figures_table(&report.figures));
+            println!();
+            for f in &report.figures {
+                println!("{}: {}", f.label, f.method);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Bandwidths in TB/s, throughputs in TFLOP/s.
+fn scaled(value: f64, unit: &str) -> String {
+    if unit == "B/s" {
+        format!("{:.2} TB/s", value / 1e12)
+    } else {
+        format!("{value:.1} {unit}")
+    }
+}
+
+fn figures_table(figures: &[MeasuredFigure]) -> String {
+    let rows: Vec<Vec<String>> = figures
+        .iter()
+        .map(|f| {
+            let estimate = if f.spec_is_estimate {
+                " (estimated)"
+            } else {
+                ""
+            };
+            vec![
+                f.label.clone(),
+                scaled(f.measured, &f.unit),
+                format!("{}{estimate}", scaled(f.spec, &f.unit)),
+                format!("{:.2}", f.measured / f.spec),
+                format!(
+                    "{} ({} .. {})",
+                    f.runs,
+                    scaled(f.slowest, &f.unit),
+                    scaled(f.fastest, &f.unit)
+                ),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "FIGURE",
+            "MEASURED (MEDIAN)",
+            "MODEL BEFORE",
+            "RATIO",
+            "RUNS (SLOWEST .. FASTEST)",
+        ],
+        &rows,
+    )
 }

@@ -1,7 +1,6 @@
 //! The `carver` command. Thin: parses arguments, calls the libraries, prints.
 
 mod arch;
-mod arch_live;
 mod cache;
 mod output;
 mod progress;

@@ -103,6 +103,14 @@ impl Progress for Terminal {
         }
     }
 
+    fn calibration_finished(&self) {
+        if let Ok(mut bars) = self.bars.lock()
+            && let Some(b) = bars.take()
+        {
+            b.compile.finish_and_clear();
+        }
+    }
+
     fn warning(&self, message: &str) {
         eprintln!("warning: {message}");
     }

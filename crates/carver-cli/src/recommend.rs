@@ -142,7 +142,7 @@ fn compact(h: &Hint) -> String {
         t.block_m,
         t.block_n,
         t.block_k,
-        t.compute_warps() + t.producer_warps,
+        t.warps_m * t.warps_n + t.producer_warps,
         t.stages,
         t.raster.group,
         t.split_k

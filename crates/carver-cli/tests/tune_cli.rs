@@ -73,7 +73,7 @@ fn bad_arguments_are_refused_before_any_gpu_work() {
         (&["tune", "--m", "64", "--n", "64"], "--k"),
         (
             &["tune", "--m", "64", "--n", "64", "--k", "64", "--topk", "0"],
-            "--topk must be at least 1",
+            "accepted 1 to 1024",
         ),
         (&["bench", "--m", "64", "--n", "64"], "--k"),
     ] {

@@ -3,7 +3,8 @@
 
 use carver_arch::{Arch, CalibrationStore};
 use carver_schema::{
-    ArchList, ArchReport, ArchSummary, CalibrateReport, DetectReport, SCHEMA_VERSION,
+    ArchDescription, ArchList, ArchReport, ArchSummary, CalibrateReport, DetectReport,
+    SCHEMA_VERSION,
 };
 
 use crate::{FlowError, Locations, Progress};
@@ -34,7 +35,7 @@ pub fn list(loc: &Locations) -> Result<ArchList, FlowError> {
     let db = loc.hardware_db()?;
     Ok(ArchList {
         schema_version: SCHEMA_VERSION,
-        gpus: db.iter().map(ArchSummary::of).collect(),
+        gpus: db.iter().map(ArchSummary::from).collect(),
     })
 }
 
@@ -42,7 +43,7 @@ pub fn list(loc: &Locations) -> Result<ArchList, FlowError> {
 pub fn show(loc: &Locations, name: &str) -> Result<ArchReport, FlowError> {
     Ok(ArchReport {
         schema_version: SCHEMA_VERSION,
-        arch: resolve_named(loc, name)?,
+        arch: ArchDescription::from(&resolve_named(loc, name)?),
     })
 }
 
@@ -126,7 +127,9 @@ pub fn calibrate(
             device,
             &carver_gpu::CalibrationOptions::default(),
             &mut on_step,
-        )?;
+        );
+        progress.calibration_finished();
+        let outcome = outcome?;
         let path = store.save(&outcome.calibration)?;
         Ok(CalibrateReport {
             schema_version: SCHEMA_VERSION,

@@ -46,9 +46,9 @@ pub enum FlowError {
 
     /// `cache clear` without confirmation.
     #[error(
-        "refusing to delete {count} stored tuning results{filters} without confirmation (they \
-         cost GPU time to measure again); confirm with --yes, or narrow the selection with \
-         --device, --target or --shape"
+        "refusing to delete {count} stored tuning results{filters} without --yes (they cost GPU \
+         time to measure again); add --yes, or narrow the selection with --device, --target or \
+         --shape"
     )]
     ClearNotConfirmed { count: u64, filters: String },
 

@@ -44,6 +44,8 @@ pub trait Progress: Sync {
     /// The current shape is done (its bars can go).
     fn shape_finished(&self) {}
     fn calibration_step(&self, _step: &CalibrationStep) {}
+    /// The calibration is over (measured, or failed).
+    fn calibration_finished(&self) {}
     /// Something the user should know that does not stop the flow (a damaged database moved
     /// aside, an unreadable calibration file).
     fn warning(&self, _message: &str) {}

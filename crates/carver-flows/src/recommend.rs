@@ -142,7 +142,7 @@ pub fn recommend(
                 _ => None,
             };
             let (hints, error) = match outcome {
-                Ok(h) => (h.into_iter().map(Into::into).collect(), None),
+                Ok(h) => (h.iter().map(Into::into).collect(), None),
                 Err(e) => {
                     failures.push(FailedShape {
                         line: row.line,
@@ -225,7 +225,7 @@ mod tests {
         let results = &answer.output.results;
         assert_eq!(results.len(), 4);
         assert_eq!(results[0].hints.len(), 8);
-        assert_eq!(results[1].arch, "a100");
+        assert!(results[1].arch.starts_with("a100"), "{}", results[1].arch);
         assert!(results[2].error.as_deref().unwrap().contains("at least 1"));
         assert_eq!(answer.failures.len(), 2);
         assert_eq!(answer.failures[0].shape, "0x1x1");

@@ -10,6 +10,11 @@
 //!   every figure the device reports replaces the stored one ([`merge_live`] is the pure part).
 //! - [`calibrate`]: measure DRAM, L2 and shared-memory bandwidth and bf16 / f16 tensor
 //!   throughput, giving a [`carver_arch::Calibration`] to store.
+//! - [`tune`]: compile, check and time `cuda-sm90` candidates in a worker process.
+//!
+//! What these produce converts into `carver_schema`'s documents with `From`
+//! ([`DetectedGpu`] into `carver_schema::DetectedGpu`, [`MeasuredFigure`], the tuning worker's
+//! `CandidateMeasurement` and `RepackInfo`, ...), which is what the CLI prints.
 
 mod calibrate;
 mod detect;
@@ -18,6 +23,7 @@ mod error;
 pub mod generation;
 mod live;
 mod query;
+mod schema;
 pub mod sm90;
 pub mod tune;
 

@@ -14,29 +14,39 @@ pub struct DeviceKey {
     pub name: String,
     /// The driver's UUID of this physical GPU, e.g. `GPU-5e0c...`.
     pub uuid: String,
+    /// Kernel-mode driver version (`580.159.04`).
     pub driver_version: String,
 }
 
 /// The matmul that was tuned: `C[batch, M, N] = A[batch, M, K] * B[batch, K, N]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TuneProblem {
+    /// Rows of A and C.
     pub m: u64,
+    /// Columns of B and C.
     pub n: u64,
+    /// The reduction dimension.
     pub k: u64,
+    /// Independent matmuls of this shape.
     pub batch: u64,
+    /// Element type of A (`bf16`, `f16`, ...).
     pub dtype_a: String,
+    /// Element type of B.
     pub dtype_b: String,
+    /// Element type of C.
     pub dtype_c: String,
     /// The accumulator's type, e.g. `f32` for an f16 GEMM.
     pub dtype_acc: String,
     /// Memory layout of A, e.g. `row` or `col`.
     pub layout_a: String,
+    /// Memory layout of B: `row` (K x N) or `col` (stored N x K).
     pub layout_b: String,
 }
 
 /// Everything a tuning result depends on. Two runs with equal keys measured the same thing.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TuneKey {
+    /// The GPU it was measured on.
     pub device: DeviceKey,
     /// Version of the carver that chose and timed the candidates.
     pub carver_version: String,
@@ -44,6 +54,7 @@ pub struct TuneKey {
     pub target: String,
     /// Hash of the kernel source, so that an edited kernel is tuned again.
     pub kernel_hash: String,
+    /// The matmul.
     pub problem: TuneProblem,
 }
 
@@ -65,9 +76,11 @@ pub struct MeasuredCandidate {
 /// One tuning result: the key, the winner, and every candidate that was tried.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TuneRecord {
+    /// What was measured.
     pub key: TuneKey,
     /// The fastest valid configuration (equal to the `config` of one measured candidate).
     pub winner: Value,
+    /// Every candidate tried, failures included.
     pub candidates: Vec<MeasuredCandidate>,
     /// cuBLAS on the same problem, when it was timed in the same run.
     pub cublas_time_s: Option<f64>,
@@ -93,7 +106,9 @@ impl TuneRecord {
 /// A stored record and its id in this machine's database (ids are not portable).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoredTuneRecord {
+    /// Row id in the database.
     pub id: i64,
+    /// The record, its fields inline.
     #[serde(flatten)]
     pub record: TuneRecord,
 }
@@ -101,30 +116,41 @@ pub struct StoredTuneRecord {
 /// `carver cache list --format json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheList {
+    /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION).
     pub schema_version: u32,
     /// The database file that was read.
     pub database: String,
+    /// The matching results.
     pub results: Vec<CacheEntry>,
 }
 
 /// One line of `carver cache list`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheEntry {
+    /// Row id in the database.
     pub id: i64,
+    /// What was measured.
     pub key: TuneKey,
+    /// The fastest valid configuration.
     pub winner: Value,
+    /// Its measured time.
     pub winner_time_s: f64,
+    /// cuBLAS on the same problem, when it was timed in the same run.
     pub cublas_time_s: Option<f64>,
     /// How many candidates were tried, failures included.
     pub candidates: usize,
+    /// How many of them failed.
     pub failed_candidates: usize,
+    /// When the run finished, in seconds since the Unix epoch.
     pub measured_at_unix_s: i64,
 }
 
 /// `carver cache show ... --format json`: full records, candidates included.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheShow {
+    /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION).
     pub schema_version: u32,
+    /// The matching records.
     pub results: Vec<StoredTuneRecord>,
 }
 
@@ -159,10 +185,15 @@ impl ImportReport {
 pub struct ImportConflict {
     /// 1-based line in the imported file.
     pub line: u64,
+    /// The shared key.
     pub key: TuneKey,
+    /// The database's winner.
     pub existing_winner: Value,
+    /// Its measured time.
     pub existing_time_s: f64,
+    /// The file's winner.
     pub incoming_winner: Value,
+    /// Its measured time.
     pub incoming_time_s: f64,
     /// `existing` or `incoming`: the faster one is kept; a tie keeps the existing one.
     pub kept: ConflictResolution,
@@ -172,7 +203,9 @@ pub struct ImportConflict {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ConflictResolution {
+    /// The database's result stayed.
     Existing,
+    /// The file's result replaced it.
     Incoming,
 }
 
@@ -181,14 +214,18 @@ pub enum ConflictResolution {
 pub struct BadRow {
     /// 1-based line in the imported file.
     pub line: u64,
+    /// Why it was not imported.
     pub reason: String,
 }
 
 /// `carver cache import FILE --format json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheImport {
+    /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION).
     pub schema_version: u32,
+    /// The imported file.
     pub file: String,
+    /// What the import did, its fields inline.
     #[serde(flatten)]
     pub report: ImportReport,
 }
@@ -196,6 +233,8 @@ pub struct CacheImport {
 /// `carver cache clear --yes --format json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheClear {
+    /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION).
     pub schema_version: u32,
+    /// Records deleted.
     pub deleted: u64,
 }

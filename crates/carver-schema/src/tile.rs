@@ -1,7 +1,31 @@
-//! The generic kernel configuration ("hint") every kernel family maps its own parameters to.
+//! A kernel configuration in family-neutral terms, as the JSON gives it (`hints[].tile`).
 
-use carver_arch::InstructionFamily;
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
+
+/// How a tensor-core instruction is issued (`hints[].tile.mma`, `tensor_instructions[].family`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstructionFamily {
+    /// Volta/Turing/Ampere/Ada warp-level `mma.sync` (`"mma-sync"`).
+    MmaSync,
+    /// Hopper warpgroup-level asynchronous `wgmma.mma_async` (`"wgmma"`).
+    Wgmma,
+    /// Blackwell `tcgen05.mma`, accumulating in tensor memory (`"tcgen05"`).
+    Tcgen05,
+}
+
+impl fmt::Display for InstructionFamily {
+    /// The PTX spelling (`mma.sync`), for tables; the JSON spelling is kebab-case.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::MmaSync => "mma.sync",
+            Self::Wgmma => "wgmma",
+            Self::Tcgen05 => "tcgen05",
+        })
+    }
+}
 
 /// Order in which output tiles are handed to blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -12,8 +36,10 @@ pub enum RasterOrder {
     GroupedRows,
 }
 
+/// How output tiles are assigned to blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Raster {
+    /// The walk over the tile grid.
     pub order: RasterOrder,
     /// Tile rows per group (1 = no grouping).
     pub group: u32,
@@ -21,40 +47,31 @@ pub struct Raster {
 
 /// One point of a kernel family's configuration space, in family-neutral terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct TileConfig {
+pub struct Tile {
+    /// Rows of C one block computes.
     pub block_m: u32,
+    /// Columns of C one block computes.
     pub block_n: u32,
+    /// Depth of K one main-loop step consumes.
     pub block_k: u32,
-    /// Warps computing the tile, laid out `warps_m x warps_n`.
+    /// Compute warps along M; they are laid out `warps_m x warps_n`.
     pub warps_m: u32,
+    /// Compute warps along N.
     pub warps_n: u32,
     /// Extra warps that only move data (warp specialization); 0 when every warp computes.
     pub producer_warps: u32,
     /// Shared-memory pipeline depth.
     pub stages: u32,
+    /// Order in which blocks take output tiles.
     pub raster: Raster,
-    /// K is split across this many blocks whose partial sums are reduced.
+    /// K is split across this many blocks whose partial sums are reduced (1 = no split).
     pub split_k: u32,
-    /// Thread-block cluster shape (1 x 1 = no cluster).
+    /// Thread-block cluster rows (1 x 1 = no cluster).
     pub cluster_m: u32,
+    /// Thread-block cluster columns.
     pub cluster_n: u32,
     /// Blocks loop over tiles (grid = number of SMs) instead of one block per tile.
     pub persistent: bool,
     /// Tensor-core instruction family the kernel issues.
     pub mma: InstructionFamily,
-}
-
-impl TileConfig {
-    pub fn compute_warps(&self) -> u32 {
-        self.warps_m * self.warps_n
-    }
-
-    pub fn threads(&self) -> u32 {
-        32 * (self.compute_warps() + self.producer_warps)
-    }
-
-    /// Warp tile (rows, cols) each compute warp owns.
-    pub fn warp_tile(&self) -> (u32, u32) {
-        (self.block_m / self.warps_m, self.block_n / self.warps_n)
-    }
 }

@@ -18,9 +18,9 @@ use crate::dtype::Layout;
 use crate::family::{
     FamilyRules, LoadPaths, Resources, SplitKReduction, staged_elements_per_thread,
 };
+use crate::prediction::{Bound, Breakdown, Prediction};
 use crate::problem::Problem;
-use carver_schema::TileConfig;
-use carver_schema::{Bound, Breakdown, Prediction};
+use crate::tile::TileConfig;
 
 /// Latency of an L2 hit, in SM cycles (public microbenchmarks of Ampere and Hopper: 200-300).
 const L2_HIT_LATENCY_CYCLES: f64 = 270.0;

@@ -1,6 +1,9 @@
 //! carver's recommender: matmul template, kernel families, Roller-style policy, cost model and
 //! ranking. Pure computation: no GPU, no I/O.
 //!
+//! [`Hint`], [`TileConfig`] and [`Prediction`] are the model's own types; their JSON form lives in
+//! `carver-schema` (`carver_schema::Hint::from(&hint)`).
+//!
 //! ```
 //! use carver::{Family, MatmulTemplate, TopK, recommend_hints};
 //!
@@ -19,19 +22,23 @@ pub mod dtype;
 mod error;
 pub mod family;
 pub mod policy;
+mod prediction;
 pub mod problem;
 pub mod rank;
+mod schema;
 pub mod template;
+mod tile;
 mod topk;
 
 use carver_arch::Arch;
 
-pub use carver_schema::{Bound, Breakdown, Hint, Prediction, Raster, RasterOrder, TileConfig};
 pub use dtype::{DType, Layout};
 pub use error::CarverError;
 pub use family::{Family, FamilyRules};
+pub use prediction::{Bound, Breakdown, Hint, Prediction};
 pub use problem::Problem;
 pub use template::MatmulTemplate;
+pub use tile::{Raster, RasterOrder, TileConfig};
 pub use topk::TopK;
 
 /// The `topk` best configurations of the template's target for `arch`, best first.

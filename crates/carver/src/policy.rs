@@ -40,7 +40,7 @@ use crate::family::{FamilyRules, Resources, WarpLayout, check_config, check_fits
 use crate::problem::Problem;
 pub use crate::rank::Candidate;
 use crate::rank::{PickBound, window_for};
-use carver_schema::{Raster, RasterOrder, TileConfig};
+use crate::tile::{Raster, RasterOrder, TileConfig};
 
 /// Largest fraction of a padded tile grid that may be padding (unless no tile does better).
 pub const MAX_PADDING_WASTE: f64 = 0.5;

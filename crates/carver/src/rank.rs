@@ -11,7 +11,7 @@ use ordered_float::OrderedFloat;
 
 use crate::family::{FamilyRules, LoadPaths, Resources};
 use crate::problem::Problem;
-use carver_schema::TileConfig;
+use crate::tile::TileConfig;
 
 /// A priced configuration: the policy keeps only its predicted time; the full prediction is
 /// worked out for the few the ranking picks.

@@ -122,15 +122,16 @@ proptest! {
         }
     }
 
-    /// Hints survive a JSON round trip unchanged.
+    /// Hints in their JSON form (carver-schema's) survive a round trip unchanged.
     #[test]
     fn hints_round_trip_through_json(m in dim(), n in dim(), k in dim(), t in target()) {
         let db = db();
         let arch = db.get("h100").unwrap();
         let tpl = template(m, n, k, t, DType::Bf16, false);
         let Ok(hints) = recommend_hints(&tpl, arch, TopK::new(4).unwrap()) else { return Ok(()) };
+        let hints: Vec<carver_schema::Hint> = hints.iter().map(Into::into).collect();
         let text = serde_json::to_string(&hints).unwrap();
-        let back: Vec<carver::Hint> = serde_json::from_str(&text).unwrap();
+        let back: Vec<carver_schema::Hint> = serde_json::from_str(&text).unwrap();
         prop_assert_eq!(back, hints);
     }
 

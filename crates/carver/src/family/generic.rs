@@ -11,7 +11,7 @@ use super::{
 };
 use crate::error::CarverError;
 use crate::problem::Problem;
-use carver_schema::{Raster, RasterOrder, TileConfig};
+use crate::tile::{Raster, RasterOrder, TileConfig};
 
 pub struct GenericRules;
 

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::CarverError;
 use crate::problem::Problem;
-use carver_schema::TileConfig;
+use crate::tile::TileConfig;
 
 pub use generic::GenericRules;
 pub use sm90::{Sm90Params, Sm90Rules, TMA_STRIDE_BYTES, tma_leading_dim};

@@ -22,7 +22,7 @@ use super::{
 use crate::dtype::{DType, Layout};
 use crate::error::CarverError;
 use crate::problem::Problem;
-use carver_schema::{Raster, RasterOrder, TileConfig};
+use crate::tile::{Raster, RasterOrder, TileConfig};
 
 pub struct Sm90Rules;
 
