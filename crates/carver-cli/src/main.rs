@@ -2,6 +2,7 @@
 
 mod arch;
 mod cache;
+mod completions;
 mod output;
 mod progress;
 mod recommend;
@@ -12,6 +13,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Help heading of the options every subcommand accepts, so that a subcommand's `--help` shows
+/// its own options apart from them.
+const GLOBAL_OPTIONS: &str = "Global options";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "carver",
@@ -20,11 +25,23 @@ use clap::{Parser, Subcommand};
 )]
 struct Cli {
     /// Directory of extra or overriding hardware description files (*.toml).
-    #[arg(long, global = true, env = "CARVER_HARDWARE_DB", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        env = "CARVER_HARDWARE_DB",
+        value_name = "DIR",
+        help_heading = GLOBAL_OPTIONS
+    )]
     hardware_db: Option<PathBuf>,
 
     /// Where calibrations and tuning results are kept (default: the user cache directory).
-    #[arg(long, global = true, env = "CARVER_CACHE_DIR", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        env = "CARVER_CACHE_DIR",
+        value_name = "DIR",
+        help_heading = GLOBAL_OPTIONS
+    )]
     cache_dir: Option<PathBuf>,
 
     #[command(subcommand)]
@@ -45,6 +62,8 @@ enum Command {
     /// Inspect, share and clear the tuning database.
     #[command(subcommand)]
     Cache(cache::CacheCommand),
+    /// Print a tab-completion script for bash, zsh, fish, elvish or powershell.
+    Completions(completions::CompletionsArgs),
 }
 
 /// What every subcommand may need from the global options.
@@ -80,6 +99,7 @@ fn main() -> ExitCode {
         Command::Tune(args) => tune::run_tune(args, &globals),
         Command::Bench(args) => tune::run_bench(args, &globals),
         Command::Cache(cmd) => cache::run(cmd, &globals),
+        Command::Completions(args) => completions::run(args),
     };
     match result {
         Ok(code) => code,

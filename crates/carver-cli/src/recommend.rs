@@ -21,12 +21,17 @@ pub struct RecommendArgs {
     /// for this machine's GPU.
     #[arg(long, value_delimiter = ',', default_value = "h100")]
     pub arch: Vec<String>,
+    /// Rows of A and C: the problem is C (M x N) = A (M x K) @ B (K x N).
     #[arg(long, required_unless_present = "shapes")]
     pub m: Option<u64>,
+    /// Columns of B and C.
     #[arg(long, required_unless_present = "shapes")]
     pub n: Option<u64>,
+    /// The reduction dimension: columns of A, rows of B.
     #[arg(long, required_unless_present = "shapes")]
     pub k: Option<u64>,
+    /// Independent matmuls of this shape in one launch, C[b] = A[b] @ B[b] (a shapes file gives
+    /// its own, per row).
     #[arg(long, default_value_t = 1)]
     pub batch: u64,
     /// Input dtype of A and B: f16, bf16, f32 (tf32), e4m3, e5m2, i8.
@@ -44,8 +49,10 @@ pub struct RecommendArgs {
     /// Kernel family: triton, tilelang, cuda-sm90 or generic.
     #[arg(long, default_value = "generic", value_parser = parse_target)]
     pub target: Family,
+    /// How many configurations to recommend, best first (1 to 1024).
     #[arg(long, default_value_t = TopK::DEFAULT, value_parser = parse_topk)]
     pub topk: TopK,
+    /// A table for people, or versioned JSON for programs.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Print the cost model's breakdown for every hint.
@@ -157,6 +164,65 @@ fn compact(h: &Hint) -> String {
     s
 }
 
+/// The notation of [`compact`], printed under the tables: a newcomer cannot guess `g8` or `sk1`.
+const CONFIG_LEGEND: &str = "CONFIG: block MxNxK, wN warps, sN pipeline stages, gN launch-order group, \
+skN split-K, cMxN cluster, persistent kernel, tensor-core instruction";
+
+/// Ranks of hints predicted faster than a hint ranked above them.
+fn out_of_order(hints: &[Hint]) -> Vec<usize> {
+    let mut slowest_above = f64::NEG_INFINITY;
+    let mut out = Vec::new();
+    for h in hints {
+        let t = h.prediction.time_us;
+        if t < slowest_above {
+            out.push(h.rank);
+        }
+        slowest_above = slowest_above.max(t);
+    }
+    out
+}
+
+/// `rank 3`, `ranks 3-4` or `ranks 2, 5-8`: runs of consecutive ranks collapsed.
+fn rank_list(ranks: &[usize]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &r in ranks {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == r => *end = r,
+            _ => runs.push((r, r)),
+        }
+    }
+    let text: Vec<String> = runs
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    let plural = ranks.len() > 1;
+    format!("rank{} {}", if plural { "s" } else { "" }, text.join(", "))
+}
+
+/// Why a later rank may be predicted faster than an earlier one: users read the table as sorted.
+fn order_note(ranks: &[usize]) -> String {
+    let verb = if ranks.len() > 1 {
+        "are predicted faster than a rank above them"
+    } else {
+        "is predicted faster than a rank above it"
+    };
+    format!(
+        "  note: {} {verb}. The ranking keeps a diverse\n  \
+         top-k: it picks structurally different configs among those within the model's measured\n  \
+         error of the fastest prediction ({:.0}% when every operand is loaded in vectors, {:.0}% when\n  \
+         one is staged through registers), so rank is not strictly predicted-time order.",
+        rank_list(ranks),
+        carver::rank::DIVERSITY_WINDOW * 100.0,
+        carver::rank::STAGED_DIVERSITY_WINDOW * 100.0
+    )
+}
+
 fn print_tables(results: &[RecommendResult], explain: bool) {
     for (i, r) in results.iter().enumerate() {
         if i > 0 {
@@ -169,7 +235,7 @@ fn print_tables(results: &[RecommendResult], explain: bool) {
             .map(|n| format!("{n}: "))
             .unwrap_or_default();
         println!(
-            "{name}M={} N={} K={} batch={} {}x{}->{} on {} (target {}), {:.0} us",
+            "{name}M={} N={} K={} batch={} {}x{}->{} on {} (target {}), planned in {:.0} us",
             r.shape.m,
             r.shape.n,
             r.shape.k,
@@ -223,6 +289,10 @@ fn print_tables(results: &[RecommendResult], explain: bool) {
                 &rows
             )
         );
+        let unordered = out_of_order(&r.hints);
+        if !unordered.is_empty() {
+            println!("{}", order_note(&unordered));
+        }
         if explain {
             for h in &r.hints {
                 let b = &h.prediction.breakdown;
@@ -251,5 +321,9 @@ fn print_tables(results: &[RecommendResult], explain: bool) {
                 );
             }
         }
+    }
+    // Once, after every table: the notation is the same in all of them.
+    if results.iter().any(|r| !r.hints.is_empty()) {
+        println!("{CONFIG_LEGEND}");
     }
 }

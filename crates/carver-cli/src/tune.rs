@@ -21,10 +21,13 @@ use crate::progress::Terminal;
 
 #[derive(Debug, Args)]
 pub struct TuneArgs {
+    /// Rows of A and C: the problem is C (M x N) = A (M x K) @ B (K x N).
     #[arg(long, required_unless_present_any = ["shapes", "worker"])]
     pub m: Option<u64>,
+    /// Columns of B and C.
     #[arg(long, required_unless_present_any = ["shapes", "worker"])]
     pub n: Option<u64>,
+    /// The reduction dimension: columns of A, rows of B.
     #[arg(long, required_unless_present_any = ["shapes", "worker"])]
     pub k: Option<u64>,
     /// Input dtype of A and B (the output has the same type): bf16 or f16.
@@ -39,6 +42,7 @@ pub struct TuneArgs {
     /// Try every legal configuration of the family instead of the top-k.
     #[arg(long)]
     pub exhaustive: bool,
+    /// A table for people, or versioned JSON for programs.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Many shapes: JSON (like eval/dev-shapes.json) or CSV with M,N,K columns.
@@ -64,14 +68,19 @@ pub struct TuneArgs {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// Rows of A and C: the problem is C (M x N) = A (M x K) @ B (K x N).
     #[arg(long)]
     pub m: u64,
+    /// Columns of B and C.
     #[arg(long)]
     pub n: u64,
+    /// The reduction dimension: columns of A, rows of B.
     #[arg(long)]
     pub k: u64,
+    /// Input dtype of A and B (the output has the same type): bf16 or f16.
     #[arg(long, default_value = "bf16", value_parser = parse_dtype)]
     pub dtype: DType,
+    /// Storage order of A and B: `rr` (B is K x N) or `rc` (B is N x K, K contiguous).
     #[arg(long, default_value = "rr", value_parser = parse_layout)]
     pub layout: (Layout, Layout),
     /// The configuration in cuda-sm90's own terms, e.g. `{"block_m":128,"block_n":256,
@@ -82,10 +91,13 @@ pub struct BenchArgs {
     /// Without --config: how the database winner's M, N and K must match (`exact` or `pow2`).
     #[arg(long, default_value_t = Bucket::Exact, value_parser = parse_bucket)]
     pub bucket: Bucket,
+    /// A table for people, or versioned JSON for programs.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
+    /// Seconds the configuration may take (check and timing) before its worker is killed.
     #[arg(long, default_value_t = 60)]
     pub watchdog_s: u64,
 }

@@ -65,6 +65,116 @@ fn one_shape_as_a_table() {
         .stdout(predicate::str::contains("RANK").and(predicate::str::contains("wgmma")));
 }
 
+/// The table with its planning time (which varies run to run) replaced by `N`.
+fn table_of(args: &[&str]) -> String {
+    let out = carver().arg("recommend").args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .map(|line| match line.split_once(", planned in ") {
+            Some((head, _)) => format!("{head}, planned in N us"),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const H100_TRITON_4096: [&str; 10] = [
+    "--arch", "h100", "--target", "triton", "--m", "4096", "--n", "4096", "--k", "4096",
+];
+
+/// The README's first command, as a newcomer sees it: planning time labelled, the config
+/// notation explained, and ranks out of predicted-time order explained.
+#[test]
+fn the_table_labels_its_timing_and_explains_configs_and_order() {
+    let table = table_of(&H100_TRITON_4096);
+    insta::assert_snapshot!("recommend_h100_triton_4096_table", table);
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.ends_with("(target triton), planned in N us"),
+        "{header}"
+    );
+    assert!(
+        table.contains("CONFIG: block MxNxK, wN warps, sN pipeline stages"),
+        "{table}"
+    );
+    assert!(
+        table.contains("ranks 3-4 are predicted faster than a rank above them")
+            && table.contains("12% when every operand is loaded in vectors, 35%"),
+        "{table}"
+    );
+}
+
+#[test]
+fn ranks_in_predicted_time_order_get_no_note() {
+    // The top-1 alone is trivially in order; the legend is still there.
+    let mut args = H100_TRITON_4096.to_vec();
+    args.extend(["--topk", "1"]);
+    let table = table_of(&args);
+    assert!(!table.contains("note:"), "{table}");
+    assert!(table.contains("CONFIG: block MxNxK"), "{table}");
+}
+
+#[test]
+fn many_tables_share_one_legend() {
+    let table = table_of(&[
+        "--arch",
+        "h100,a100",
+        "--m",
+        "512",
+        "--n",
+        "512",
+        "--k",
+        "512",
+    ]);
+    assert_eq!(table.matches("planned in N us").count(), 2, "{table}");
+    assert_eq!(table.matches("CONFIG: block").count(), 1, "{table}");
+    assert!(
+        table.trim_end().ends_with("tensor-core instruction"),
+        "{table}"
+    );
+}
+
+#[test]
+fn help_documents_the_shape_options_and_sets_the_global_ones_apart() {
+    let out = carver().args(["recommend", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let (own, global) = help
+        .split_once("Global options:")
+        .unwrap_or_else(|| panic!("no `Global options:` heading in\n{help}"));
+    for (flag, words) in [
+        ("--m <M>", "Rows of A and C"),
+        ("--n <N>", "Columns of B and C"),
+        ("--k <K>", "reduction dimension"),
+        ("--topk <TOPK>", "How many configurations"),
+        ("--batch <BATCH>", "Independent matmuls"),
+    ] {
+        let at = own
+            .find(flag)
+            .unwrap_or_else(|| panic!("{flag} not among the options:\n{own}"));
+        // The help sits on the flag's line or the next (long help), before the next flag.
+        let doc = &own[at + flag.len()..];
+        let doc = &doc[..doc.find("\n      --").unwrap_or(doc.len())];
+        assert!(doc.contains(words), "{flag}: `{words}` not in {doc:?}");
+    }
+    for flag in ["--hardware-db", "--cache-dir"] {
+        assert!(
+            global.contains(flag),
+            "{flag} not under Global options:\n{help}"
+        );
+        assert!(
+            !own.contains(flag),
+            "{flag} among the subcommand's own:\n{help}"
+        );
+    }
+}
+
 #[test]
 fn json_is_versioned_and_ranked_with_triton_configs() {
     let v = json(carver().args([

@@ -3,8 +3,8 @@
 //! consumer counts, every m-iteration count, the widest tiles, both B layouts, bf16 and f16,
 //! epilogue chunks of 16, 32, 48 and 64 columns), and the copy kernel that pads unaligned operands.
 //!
-//! Needs libnvrtc, not a GPU: `.ci/run` installs the `nvidia-cuda-nvrtc` wheel and puts its lib
-//! folder on `LD_LIBRARY_PATH`. Skipped, saying why, when libnvrtc cannot be loaded.
+//! Needs libnvrtc, not a GPU: `scripts/test` installs the `nvidia-cuda-nvrtc` wheel and puts its
+//! lib folder on `LD_LIBRARY_PATH`. Skipped, saying why, when libnvrtc cannot be loaded.
 
 use carver::family::Sm90Params;
 use carver::{DType, Layout};

@@ -1,24 +1,51 @@
 //! Prices the policy's candidates for a few shapes many times: a profiling and latency probe.
-//! `cargo run --release -p carver --example count_candidates [reps] [target] [MxNxK ...]`
+use std::process::ExitCode;
+
 use carver::{Family, MatmulTemplate, TopK};
 use carver_arch::HardwareDb;
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let reps: u32 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(200);
-    let only: Option<Family> = args.get(2).and_then(|a| a.parse().ok());
-    let mut shapes: Vec<(u64, u64, u64)> = args
+
+#[path = "common/mod.rs"]
+mod common;
+
+const USAGE: &str = "\
+Prices the policy's candidates for a few shapes many times on the H100 (a profiling and latency
+probe): per target and shape, how many candidates are priced for a top-8 out of all, and the
+mean time of one recommendation.
+
+Usage: cargo run --release -p carver --example count_candidates -- [REPS] [TARGET] [MxNxK ...]
+
+  REPS    recommendations timed per shape (default 200)
+  TARGET  triton, tilelang, cuda-sm90, generic, or all (default all)
+  MxNxK   shapes (default 1x12288x4096 2048x12288x4096 1537x2049x3001)
+";
+
+fn main() -> ExitCode {
+    common::main(USAGE, run)
+}
+
+fn run(args: Vec<String>) -> common::Result {
+    common::no_options(&args)?;
+    let reps = match args.first() {
+        Some(a) => common::positive(a, "REPS")?,
+        None => 200,
+    };
+    let only: Option<Family> = match args.get(1).map(String::as_str) {
+        None | Some("all") => None,
+        Some(t) => Some(
+            t.parse()
+                .or_else(|e| common::usage_error(format!("TARGET: {e}")))?,
+        ),
+    };
+    let mut shapes = args
         .iter()
-        .skip(3)
-        .filter_map(|s| {
-            let v: Vec<u64> = s.split('x').filter_map(|x| x.parse().ok()).collect();
-            (v.len() == 3).then(|| (v[0], v[1], v[2]))
-        })
-        .collect();
+        .skip(2)
+        .map(|s| common::shape(s))
+        .collect::<common::Result<Vec<_>>>()?;
     if shapes.is_empty() {
         shapes = vec![(1, 12288, 4096), (2048, 12288, 4096), (1537, 2049, 3001)];
     }
-    let db = HardwareDb::embedded().unwrap();
-    let arch = db.get("h100").unwrap();
+    let db = HardwareDb::embedded()?;
+    let arch = db.get("h100")?;
     for t in Family::ALL
         .into_iter()
         .filter(|t| only.is_none_or(|o| o == *t))
@@ -40,4 +67,5 @@ fn main() {
         }
         println!("{t}:{line}");
     }
+    Ok(())
 }

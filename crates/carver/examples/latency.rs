@@ -1,10 +1,8 @@
 //! Per-shape recommendation latency: for every shape of a set, the median time of `reps` calls
-//! of `TopK, recommend_hints` (top-8, H100); then the median, 90th percentile and maximum of those
+//! of `recommend_hints` (top-8, H100); then the median, 90th percentile and maximum of those
 //! per-shape medians, per target. The divan benchmark (`benches/recommend.rs`) times a fixed
 //! rotation of six shapes; this shows the whole distribution over a shape set.
-//!
-//! `cargo run --release -p carver --example latency -- [reps] [FILE.json|FILE.csv ...]`
-//! (default: `eval/dev-shapes.json` and `eval/latency-1000.csv`, 20 calls per shape).
+use std::process::ExitCode;
 use std::time::Instant;
 
 use carver::{Family, MatmulTemplate, TopK, recommend_hints};
@@ -14,13 +12,32 @@ use carver_arch::HardwareDb;
 mod common;
 use common::shapes;
 
+const USAGE: &str = "\
+Per-shape recommendation latency on the H100 (top-8): for every shape of a set, the median of
+REPS calls; then, per target, the median, 90th percentile and maximum of those medians, as a
+Markdown table.
+
+Usage: cargo run --release -p carver --example latency -- [REPS] [FILE.json|FILE.csv ...]
+
+  REPS  calls timed per shape (default 20)
+  FILE  shape sets: JSON like eval/dev-shapes.json, or CSV with name,M,N,K rows
+        (default: eval/dev-shapes.json and eval/latency-1000.csv)
+";
+
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let reps: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(20);
+fn main() -> ExitCode {
+    common::main(USAGE, run)
+}
+
+fn run(args: Vec<String>) -> common::Result {
+    common::no_options(&args)?;
+    let reps = match args.first() {
+        Some(a) => common::positive(a, "REPS")? as usize,
+        None => 20,
+    };
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval");
     let mut files: Vec<String> = args.iter().skip(1).cloned().collect();
     if files.is_empty() {
@@ -29,12 +46,15 @@ fn main() {
             format!("{root}/latency-1000.csv"),
         ];
     }
-    let db = HardwareDb::embedded().unwrap();
-    let arch = db.get("h100").unwrap();
+    let db = HardwareDb::embedded()?;
+    let arch = db.get("h100")?;
     println!("| shapes | target | median us | p90 us | max us | shapes over 50 us |");
     println!("| --- | --- | --- | --- | --- | --- |");
     for file in &files {
-        let set = shapes(file);
+        let set = shapes(file)?;
+        if set.is_empty() {
+            return common::error(format!("{file}: no shapes"));
+        }
         let name = file.rsplit('/').next().unwrap_or(file);
         for target in Family::ALL {
             let mut per_shape: Vec<f64> = Vec::new();
@@ -63,4 +83,5 @@ fn main() {
             );
         }
     }
+    Ok(())
 }

@@ -1,14 +1,32 @@
 //! Replays a measured Triton sweep (`benches/triton/harness.py` output) through the cost model:
 //! for each shape, ranks the measured configurations by predicted time and reports how close the
-//! model's top-1 and best-of-top-8 come to the measured best, plus where `TopK, recommend_hints`'
+//! model's top-1 and best-of-top-8 come to the measured best, plus where `recommend_hints`'
 //! own picks land when they were measured.
-//!
-//! `cargo run --release -p carver --example replay_sweep -- SWEEP.json [--verbose NAME]`
 
 use std::collections::HashMap;
+use std::process::ExitCode;
 
 use carver::{Family, MatmulTemplate, TopK, predict_native, recommend_hints};
 use carver_arch::HardwareDb;
+
+#[path = "common/mod.rs"]
+mod common;
+use common::{Context, field_array, field_u64};
+
+const USAGE: &str = "\
+Replays a measured Triton sweep through the cost model (H100): per shape, how close the model's
+top-1 and best-of-top-8 among the measured configs come to the measured best, where the policy
+and ranking's own picks land when they were measured, and the Spearman correlation of predicted
+and measured times.
+
+Usage: cargo run --release -p carver --example replay_sweep -- SWEEP.json [--verbose NAME]
+
+  SWEEP.json      benches/triton/harness.py's output (triton_sweep.json)
+  --verbose NAME  also list the shape NAME's configs, by prediction and by measurement
+                  (`all` for every shape)
+
+$CARVER_HARDWARE_DB may override the shipped H100 description (to replay a variant).
+";
 
 fn key_of(cfg: &serde_json::Value) -> String {
     let kw = &cfg["kwargs"];
@@ -24,38 +42,42 @@ fn key_of(cfg: &serde_json::Value) -> String {
     )
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let path = args
-        .first()
-        .expect("usage: replay_sweep SWEEP.json [--verbose NAME]");
-    let verbose = args
-        .iter()
-        .position(|a| a == "--verbose")
-        .and_then(|i| args.get(i + 1))
-        .cloned();
-    let sweep: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+fn main() -> ExitCode {
+    common::main(USAGE, run)
+}
+
+fn run(mut args: Vec<String>) -> common::Result {
+    let verbose = common::take_option(&mut args, "--verbose")?;
+    common::no_options(&args)?;
+    let path = match args.as_slice() {
+        [path] => path,
+        [] => return common::usage_error("no sweep file given"),
+        [_, extra, ..] => return common::usage_error(format!("unexpected argument `{extra}`")),
+    };
+    let sweep = common::read_json(std::path::Path::new(path))?;
     // `$CARVER_HARDWARE_DB` may override the shipped description (to replay a variant arch).
-    let db = HardwareDb::load(None).unwrap();
-    let arch = db.get("h100").unwrap();
+    let db = HardwareDb::load(None).context("hardware database")?;
+    let arch = db.get("h100")?;
     let (mut top1, mut top8, mut picks1, mut picks8) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     println!(
         "{:<18} {:>7} {:>7} {:>7} {:>7}  {:>6}  model-best / measured-best",
         "shape", "top1", "top8", "pick1", "pick8", "rho"
     );
-    for shape in sweep["shapes"].as_array().unwrap() {
-        let name = shape["name"].as_str().unwrap();
+    for (i, shape) in field_array(&sweep, "shapes", path)?.iter().enumerate() {
+        let at = format!("{path}: shape {}", i + 1);
+        let name = shape["name"]
+            .as_str()
+            .context(format!("{at}: no string `name`"))?;
         let (m, n, k) = (
-            shape["M"].as_u64().unwrap(),
-            shape["N"].as_u64().unwrap(),
-            shape["K"].as_u64().unwrap(),
+            field_u64(shape, "M", &at)?,
+            field_u64(shape, "N", &at)?,
+            field_u64(shape, "K", &at)?,
         );
         let tpl = MatmulTemplate::new(m, n, k).with_family(Family::Triton);
         let mut rows: Vec<(String, f64, f64)> = Vec::new();
         let mut measured: HashMap<String, f64> = HashMap::new();
-        for c in shape["configs"].as_array().unwrap() {
+        for c in field_array(shape, "configs", &at)? {
             let Some(t) = c["final_us"].as_f64() else {
                 continue;
             };
@@ -70,7 +92,12 @@ fn main() {
         }
         let best = measured.values().copied().fold(f64::INFINITY, f64::min);
         rows.sort_by(|a, b| a.1.total_cmp(&b.1));
-        let r1 = best / rows[0].2;
+        let Some(first) = rows.first() else {
+            return common::error(format!(
+                "{at} ({name}): the model prices none of its timed configs"
+            ));
+        };
+        let r1 = best / first.2;
         let r8 = best
             / rows
                 .iter()
@@ -91,7 +118,7 @@ fn main() {
         let rho = 1.0 - 6.0 * d2 / (n_rows as f64 * ((n_rows * n_rows) as f64 - 1.0));
         // The policy and ranking restricted to measured configurations: what recommend_hints
         // would pick if the sweep had covered its whole space.
-        let problem = tpl.validate(arch).unwrap();
+        let problem = tpl.validate(arch).context(&at)?;
         let family = tpl.family.rules();
         let covered: Vec<_> = carver::policy::candidates(family, &problem, arch)
             .into_iter()
@@ -106,7 +133,7 @@ fn main() {
             .iter()
             .map(|c| measured.get(&key_of(&family.native(&c.tile))).copied())
             .collect();
-        let hints = recommend_hints(&tpl, arch, TopK::DEFAULT).unwrap();
+        let hints = recommend_hints(&tpl, arch, TopK::DEFAULT).context(&at)?;
         let unmeasured = hints
             .iter()
             .filter(|h| !measured.contains_key(&key_of(&h.config)))
@@ -118,7 +145,12 @@ fn main() {
             .copied()
             .fold(f64::INFINITY, f64::min);
         let p8 = (p8.is_finite()).then(|| best / p8);
-        let best_key = measured.iter().min_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+        // Not empty: every priced row was measured.
+        let best_key = measured
+            .iter()
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(key, _)| key)
+            .context(&at)?;
         let fmt = |x: Option<f64>| x.map(|v| format!("{v:.3}")).unwrap_or("  -  ".into());
         println!(
             "{name:<18} {r1:>7.3} {r8:>7.3} {:>7} {:>7}  {rho:>6.2}  {} / {best_key} ({unmeasured} of 8 real picks unmeasured)",
@@ -168,4 +200,5 @@ fn main() {
         geo(&picks1),
         geo(&picks8)
     );
+    Ok(())
 }

@@ -3,64 +3,87 @@
 //! runs), the winner's predicted time over the best predicted time among the measured configs,
 //! and the same for the best-predicted config measured within 2% and 5% of the winner. The
 //! ranking's diversity windows (`rank::diversity_window`) are set from this spread.
-//!
-//! `cargo run --release -p carver --example winner_gap -- \
-//!     benches/triton/runs/h100-2026-11-22-sweep4/triton_sweep.json \
-//!     benches/triton/runs/h100-2026-11-22-holdout/triton_sweep.json \
-//!     crates/carver-gpu/measurements/h100-exhaustive-*/ex-*.json.gz`
+use std::process::ExitCode;
+
 use carver::{DType, Family, MatmulTemplate, predict_native};
 use carver_arch::HardwareDb;
 
 #[path = "common/mod.rs"]
 mod common;
+use common::{Context, field_array, field_u64};
+
+const USAGE: &str = "\
+How far behind its own best prediction the model (H100) puts the configuration that measured
+fastest, per shape of saved measurements, and the same for the best-predicted config measured
+within 2% and 5% of the winner; then the distribution of those ratios over all shapes.
+
+Usage: cargo run --release -p carver --example winner_gap -- FILE...
+
+  FILE  a Triton sweep (benches/triton/harness.py's triton_sweep.json) or a
+        `carver tune --exhaustive` result (.json or .json.gz), for example
+        benches/triton/runs/h100-2026-11-22-sweep4/triton_sweep.json
+        crates/carver-gpu/measurements/h100-exhaustive-*/ex-*.json.gz
+";
 
 /// (template, measured (native config, time), name) of every shape in a saved run.
 type Shape = (MatmulTemplate, Vec<(serde_json::Value, f64)>, String);
 
-fn shapes(path: &str) -> Vec<Shape> {
-    let v = common::read_json(std::path::Path::new(path));
-    let dim = |x: &serde_json::Value, k: &str| x[k].as_u64().unwrap();
+fn shapes(path: &str) -> common::Result<Vec<Shape>> {
+    let v = common::read_json(std::path::Path::new(path))?;
     if let Some(sweep) = v["shapes"].as_array() {
         // A Triton sweep (benches/triton/harness.py).
-        sweep
-            .iter()
-            .map(|s| {
-                let tpl = MatmulTemplate::new(dim(s, "M"), dim(s, "N"), dim(s, "K"))
-                    .with_family(Family::Triton);
-                let rows = s["configs"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|c| c["status"] == "timed")
-                    .filter_map(|c| Some((c["config"].clone(), c["final_us"].as_f64()?)))
-                    .collect();
-                (tpl, rows, s["name"].as_str().unwrap_or("?").to_string())
-            })
-            .collect()
+        let mut out = Vec::new();
+        for (i, s) in sweep.iter().enumerate() {
+            let at = format!("{path}: shape {}", i + 1);
+            let tpl = MatmulTemplate::new(
+                field_u64(s, "M", &at)?,
+                field_u64(s, "N", &at)?,
+                field_u64(s, "K", &at)?,
+            )
+            .with_family(Family::Triton);
+            let rows = field_array(s, "configs", &at)?
+                .iter()
+                .filter(|c| c["status"] == "timed")
+                .filter_map(|c| Some((c["config"].clone(), c["final_us"].as_f64()?)))
+                .collect();
+            out.push((tpl, rows, s["name"].as_str().unwrap_or("?").to_string()));
+        }
+        Ok(out)
     } else {
         // A `carver tune --exhaustive` result (bf16).
         let run = &v["results"][0];
         let shape = &run["shape"];
-        let tpl = MatmulTemplate::new(dim(shape, "m"), dim(shape, "n"), dim(shape, "k"))
-            .with_family(Family::CudaSm90)
-            .with_dtype(DType::Bf16);
-        let rows = run["candidates"]
-            .as_array()
-            .unwrap()
+        let at = format!("{path}: results[0].shape");
+        let tpl = MatmulTemplate::new(
+            field_u64(shape, "m", &at)?,
+            field_u64(shape, "n", &at)?,
+            field_u64(shape, "k", &at)?,
+        )
+        .with_family(Family::CudaSm90)
+        .with_dtype(DType::Bf16);
+        let rows = field_array(run, "candidates", format!("{path}: results[0]"))?
             .iter()
             .filter_map(|c| Some((c["config"].clone(), c["measured_time_us"].as_f64()?)))
             .collect();
         let name = path.rsplit('/').next().unwrap_or(path).to_string();
-        vec![(tpl, rows, name)]
+        Ok(vec![(tpl, rows, name)])
     }
 }
 
-fn main() {
-    let db = HardwareDb::load(None).unwrap();
-    let arch = db.get("h100").unwrap();
+fn main() -> ExitCode {
+    common::main(USAGE, run)
+}
+
+fn run(args: Vec<String>) -> common::Result {
+    common::no_options(&args)?;
+    if args.is_empty() {
+        return common::usage_error("no measurement files given");
+    }
+    let db = HardwareDb::load(None).context("hardware database")?;
+    let arch = db.get("h100")?;
     let mut gaps: [Vec<f64>; 3] = Default::default();
-    for path in std::env::args().skip(1) {
-        for (tpl, rows, name) in shapes(&path) {
+    for path in args {
+        for (tpl, rows, name) in shapes(&path)? {
             // (predicted, measured) of every measured config the model can price.
             let priced: Vec<(f64, f64)> = rows
                 .iter()
@@ -100,4 +123,5 @@ fn main() {
             xs[xs.len() - 1]
         );
     }
+    Ok(())
 }

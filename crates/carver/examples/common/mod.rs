@@ -1,41 +1,65 @@
-//! What several examples read: saved measurements (JSON, gzipped or not) and shape sets.
+//! What several examples share: running `main` (`cli`: help, usage, errors, closed pipes), and
+//! reading saved measurements (JSON, gzipped or not) and shape sets.
 #![allow(dead_code)] // each example uses part of it
+
+mod cli;
+pub use cli::*;
 
 use std::io::Read;
 use std::path::Path;
 
 /// A JSON file, gunzipped first when its name ends in `.gz`.
-pub fn read_json(path: &Path) -> serde_json::Value {
+pub fn read_json(path: &Path) -> Result<serde_json::Value> {
     let mut text = String::new();
-    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let file = std::fs::File::open(path).context(path.display())?;
     if path.extension().is_some_and(|e| e == "gz") {
-        flate2::read::GzDecoder::new(file)
-            .read_to_string(&mut text)
-            .unwrap();
+        flate2::read::GzDecoder::new(file).read_to_string(&mut text)
     } else {
-        std::io::BufReader::new(file)
-            .read_to_string(&mut text)
-            .unwrap();
+        std::io::BufReader::new(file).read_to_string(&mut text)
     }
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    .context(path.display())?;
+    serde_json::from_str(&text).context(path.display())
+}
+
+/// A non-negative integer field of a JSON object, or an error saying where it is missing.
+pub fn field_u64(v: &serde_json::Value, key: &str, what: impl std::fmt::Display) -> Result<u64> {
+    v[key]
+        .as_u64()
+        .context(format!("{what}: no whole number `{key}`"))
+}
+
+/// An array field of a JSON object, or an error saying where it is missing.
+pub fn field_array<'a>(
+    v: &'a serde_json::Value,
+    key: &str,
+    what: impl std::fmt::Display,
+) -> Result<&'a Vec<serde_json::Value>> {
+    v[key]
+        .as_array()
+        .context(format!("{what}: no array `{key}`"))
 }
 
 /// (M, N, K) of every shape in a shapes file: JSON in the form of `eval/dev-shapes.json`, or CSV
-/// with a header and `name,M,N,K` rows.
-pub fn shapes(path: &str) -> Vec<(u64, u64, u64)> {
+/// with a header and `name,M,N,K` rows (rows without three numbers are skipped).
+pub fn shapes(path: &str) -> Result<Vec<(u64, u64, u64)>> {
     if path.ends_with(".json") {
-        read_json(Path::new(path))["shapes"]
-            .as_array()
-            .unwrap()
+        let v = read_json(Path::new(path))?;
+        field_array(&v, "shapes", path)?
             .iter()
-            .map(|s| {
-                let d = |k: &str| s[k].as_u64().unwrap();
-                (d("M"), d("N"), d("K"))
+            .enumerate()
+            .map(|(i, s)| {
+                let at = format!("{path}: shape {}", i + 1);
+                Ok((
+                    field_u64(s, "M", &at)?,
+                    field_u64(s, "N", &at)?,
+                    field_u64(s, "K", &at)?,
+                ))
             })
             .collect()
     } else {
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        text.lines()
+        let text = std::fs::read_to_string(path).context(path)?;
+        Ok(text
+            .lines()
             .skip(1)
             .filter_map(|line| {
                 let f: Vec<u64> = line
@@ -45,6 +69,6 @@ pub fn shapes(path: &str) -> Vec<(u64, u64, u64)> {
                     .collect();
                 (f.len() == 3).then(|| (f[0], f[1], f[2]))
             })
-            .collect()
+            .collect())
     }
 }
