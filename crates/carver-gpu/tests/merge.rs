@@ -283,7 +283,7 @@ fn a_gpu_missing_from_the_database_gets_a_complete_estimated_model() {
             "{field} was reported by the device"
         );
     }
-    assert!(a.gpu.sources.iter().any(|s| s.contains("family table")));
+    assert!(a.gpu.sources.iter().any(|s| s.contains("generation table")));
 }
 
 #[test]
