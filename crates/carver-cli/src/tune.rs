@@ -137,7 +137,7 @@ mod live {
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use anyhow::Context;
-    use carver::family::{Sm90Params, check_config};
+    use carver::family::{Sm90Params, Sm90Rules, check_config};
     use carver::{DType, Family, Layout, MatmulTemplate, Problem, recommend_hints};
     use carver_arch::Arch;
     use carver_gpu::DetectedGpu;
@@ -359,44 +359,16 @@ mod live {
                 .collect());
         }
         let family = TARGET.rules();
-        let [bms, bns, bks] = family.block_sizes(p, arch);
-        let (lo, hi) = family.stage_range();
         let mut all = Vec::new();
-        for &block_m in &bms {
-            for &block_n in &bns {
-                for layout in family.warp_layouts(block_m, block_n, p, arch) {
-                    for &block_k in &bks {
-                        for stages in lo..=hi {
-                            for &group_m in family.groups() {
-                                for &(cluster_m, _) in family.clusters() {
-                                    for &persistent in family.persistence() {
-                                        let params = Sm90Params {
-                                            block_m,
-                                            block_n,
-                                            block_k,
-                                            stages,
-                                            consumers: layout.warps_m / 4,
-                                            group_m,
-                                            cluster_m,
-                                            persistent,
-                                        };
-                                        let tile = params.to_tile();
-                                        let Ok(res) = check_config(family, &tile, p, arch) else {
-                                            continue;
-                                        };
-                                        let Some(pred) =
-                                            carver::cost::predict(family, p, &tile, res, arch)
-                                        else {
-                                            continue;
-                                        };
-                                        all.push((params, pred.time_us * 1e-6));
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+        for params in Sm90Rules.space(p, arch) {
+            let tile = params.to_tile();
+            let Ok(res) = check_config(family, &tile, p, arch) else {
+                continue;
+            };
+            let Some(pred) = carver::cost::predict(family, p, &tile, res, arch) else {
+                continue;
+            };
+            all.push((params, pred.time_us * 1e-6));
         }
         if all.is_empty() {
             anyhow::bail!(

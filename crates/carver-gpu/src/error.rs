@@ -85,7 +85,13 @@ pub enum GpuError {
     KernelCompile { kernel: String, log: String },
 
     #[error("the cuda-sm90 kernel cannot run {config}: {reason}")]
-    UnsupportedConfig { config: String, reason: String },
+    UnsupportedConfig {
+        config: String,
+        reason: carver::family::ConfigError,
+    },
+
+    #[error("the cuda-sm90 kernel {config} cannot be placed on this GPU: {reason}")]
+    NotPlaceable { config: String, reason: String },
 
     #[error(
         "the cuda-sm90 kernel {config} spills registers ({registers} registers, {store_bytes} B spill stores, {load_bytes} B spill loads); rejected"

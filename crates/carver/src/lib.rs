@@ -27,7 +27,7 @@ use carver_arch::Arch;
 pub use carver_schema::{Bound, Breakdown, Hint, Prediction, Raster, RasterOrder, TileConfig};
 pub use dtype::{DType, Layout};
 pub use error::CarverError;
-pub use family::{Family, FamilyRules};
+pub use family::{ConfigError, Family, FamilyRules};
 pub use template::{MatmulTemplate, Problem};
 
 /// The `topk` best configurations of the template's target for `arch`, best first.
@@ -45,9 +45,6 @@ pub fn recommend_hints(
     let no_legal = || CarverError::NoLegalConfig {
         target: template.family.to_string(),
         arch: arch.key().to_string(),
-        reason: "every configuration of its space breaks a tile rule of the family or exceeds the \
-                 shared memory, registers or threads of this GPU"
-            .into(),
     };
     // The policy prices nothing when the arch has no peak for the problem's compute class.
     let pricer = cost::Pricer::new(family, &problem, arch).ok_or_else(no_legal)?;
@@ -79,7 +76,7 @@ pub fn predict_native(
 ) -> Result<(TileConfig, Prediction), CarverError> {
     let problem = template.validate(arch)?;
     let family = template.family.rules();
-    let illegal = |reason: String| CarverError::NoLegalConfig {
+    let illegal = |reason: ConfigError| CarverError::IllegalConfig {
         target: template.family.to_string(),
         arch: arch.key().to_string(),
         reason,
@@ -89,6 +86,6 @@ pub fn predict_native(
         .map_err(illegal)?;
     let res = family::check_config(family, &tile, &problem, arch).map_err(illegal)?;
     let prediction = cost::predict(family, &problem, &tile, res, arch)
-        .ok_or_else(|| illegal("no block of this configuration fits on an SM".into()))?;
+        .ok_or_else(|| illegal(ConfigError::NoBlockPerSm))?;
     Ok((tile, prediction))
 }
