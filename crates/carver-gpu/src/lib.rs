@@ -19,10 +19,11 @@ pub mod generation;
 mod live;
 mod query;
 pub mod sm90;
+mod timing;
 pub mod tune;
 
 pub use calibrate::{
-    CalibrationOptions, CalibrationOutcome, MeasuredFigure, RateSummary, Step, calibrate,
+    CalibrationOptions, CalibrationOutcome, MeasuredFigure, Step, calibrate,
     compile_calibration_kernels,
 };
 pub use detect::{DetectedGpu, detect, detect_all, detect_arch, device_count};
@@ -33,3 +34,4 @@ pub use live::{
     merge_live,
 };
 pub use query::{DriverQuery, NvmlQuery, format_cuda_version, format_uuid};
+pub use timing::{RateSummary, Timing};

@@ -4,7 +4,7 @@
 //! NVRTC-compiled read kernels on every SM; tensor-core throughput from cuBLAS GEMMs on random
 //! data. Every figure is the median of many runs timed with CUDA events after a warm-up.
 
-mod stats;
+mod gemm_check;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -18,11 +18,12 @@ use cudarc::driver::{
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
 use serde::Serialize;
 
-pub use stats::{RateSummary, bf16_to_f32, dot_error, f16_to_f32, summarize};
+pub use gemm_check::{bf16_to_f32, dot_error, f16_to_f32};
 
 use crate::detect::{DetectedGpu, detect};
 use crate::driver::{driver_err, guarded};
 use crate::error::GpuError;
+use crate::timing::{EventTimer, RateSummary, RunCount, Timing, TimingPlan, Warmup};
 
 const KERNELS: &str = include_str!("kernels.cu");
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -225,15 +226,16 @@ pub fn compile_calibration_kernels(cc: ComputeCapability) -> Result<String, GpuE
     Ok(ptx.to_src())
 }
 
-/// The open device, its stream and the compiled microbenchmarks.
-struct Bench {
+/// The open device, its stream, the compiled microbenchmarks and the timer.
+struct Microbench {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
+    timer: EventTimer,
     sms: u32,
 }
 
-impl Bench {
+impl Microbench {
     fn function(&self, name: &'static str) -> Result<CudaFunction, GpuError> {
         self.module
             .load_function(name)
@@ -301,66 +303,43 @@ impl Bench {
         unsafe { self.stream.alloc::<T>(len) }.map_err(driver_err("cuMemAlloc"))
     }
 
-    /// Runs `op` `warmup` times, then times each of `runs` more runs with CUDA events.
-    fn time_ms(
+    /// Runs `op` `warmup` times, then times `runs` more runs with CUDA events.
+    fn time(
         &self,
+        label: &str,
         warmup: usize,
         runs: usize,
         mut op: impl FnMut() -> Result<(), GpuError>,
-    ) -> Result<Vec<f64>, GpuError> {
-        for _ in 0..warmup {
-            op()?;
-        }
-        self.sync()?;
-        let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let start = self
-            .ctx
-            .new_event(timing)
-            .map_err(driver_err("cuEventCreate"))?;
-        let stop = self
-            .ctx
-            .new_event(timing)
-            .map_err(driver_err("cuEventCreate"))?;
-        let mut times = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            start
-                .record(&self.stream)
-                .map_err(driver_err("cuEventRecord"))?;
-            op()?;
-            stop.record(&self.stream)
-                .map_err(driver_err("cuEventRecord"))?;
-            let ms = start
-                .elapsed_ms(&stop)
-                .map_err(driver_err("cuEventElapsedTime"))?;
-            times.push(f64::from(ms));
-        }
-        // A kernel fault surfaces at the next synchronizing call; make sure there was none.
-        self.sync()?;
-        Ok(times)
+    ) -> Result<Timing, GpuError> {
+        let plan = TimingPlan {
+            warmup: Warmup::Runs(warmup),
+            runs: RunCount::Exactly(runs),
+            early_stop: None,
+        };
+        self.timer.time(&plan, |_| op()).map_err(|e| match e {
+            GpuError::Implausible { what, reason } => GpuError::Implausible {
+                what,
+                reason: format!("{label}: {reason}"),
+            },
+            other => other,
+        })
     }
 }
 
-/// Repeated timings of the same amount of work (bytes, or TFLOP).
-struct Timings<'a> {
-    work: f64,
-    times_ms: &'a [f64],
-}
-
+/// A measured figure: `work` units (bytes, or TFLOP) done in each run of `timing`.
+#[allow(clippy::too_many_arguments)]
 fn figure(
     field: &str,
     label: &str,
     unit: &str,
-    timings: Timings<'_>,
+    work: f64,
+    timing: &Timing,
     spec: f64,
     spec_is_estimate: bool,
     method: String,
-) -> Result<MeasuredFigure, GpuError> {
-    let Timings { work, times_ms } = timings;
-    let s = summarize(work, times_ms).ok_or_else(|| GpuError::Implausible {
-        what: "timing",
-        reason: format!("{label}: CUDA events returned unusable times {times_ms:?}"),
-    })?;
-    Ok(MeasuredFigure {
+) -> MeasuredFigure {
+    let s = RateSummary::of(work, timing);
+    MeasuredFigure {
         field: field.into(),
         label: label.into(),
         unit: unit.into(),
@@ -371,7 +350,7 @@ fn figure(
         spec,
         spec_is_estimate,
         method,
-    })
+    }
 }
 
 fn measure(
@@ -400,10 +379,12 @@ fn measure(
     let module = ctx
         .load_module(ptx)
         .map_err(driver_err("cuModuleLoadData"))?;
-    let bench = Bench {
+    let timer = EventTimer::new(&ctx, stream.clone())?;
+    let bench = Microbench {
         ctx,
         stream,
         module,
+        timer,
         sms: arch.sm.count,
     };
     let mut figures = Vec::new();
@@ -424,7 +405,7 @@ fn measure(
 }
 
 fn measure_dram(
-    bench: &Bench,
+    bench: &Microbench,
     device: &DetectedGpu,
     o: &CalibrationOptions,
 ) -> Result<MeasuredFigure, GpuError> {
@@ -434,7 +415,7 @@ fn measure_dram(
     let mut src = bench.alloc::<u32>(words)?;
     let mut dst = bench.alloc::<u32>(words)?;
     bench.fill("fill_u32", &mut src, 0x0d7a_3c0f)?;
-    let times = bench.time_ms(o.warmup_runs, o.bandwidth_runs, || {
+    let times = bench.time("DRAM bandwidth", o.warmup_runs, o.bandwidth_runs, || {
         bench
             .stream
             .memcpy_dtod(&src, &mut dst)
@@ -460,14 +441,12 @@ fn measure_dram(
         }
     }
     let arch = &device.arch;
-    figure(
+    Ok(figure(
         "dram_bandwidth_bytes_per_s",
         "DRAM bandwidth",
         "B/s",
-        Timings {
-            work: 2.0 * bytes as f64,
-            times_ms: &times,
-        },
+        2.0 * bytes as f64,
+        &times,
         arch.memory.bandwidth_bytes_per_s,
         arch.estimated.contains("memory.bandwidth_bytes_per_s"),
         format!(
@@ -476,7 +455,7 @@ fn measure_dram(
             o.bandwidth_runs,
             o.warmup_runs
         ),
-    )
+    ))
 }
 
 /// Blocks of `READ_BLOCK_THREADS` threads that fill one SM.
@@ -493,7 +472,7 @@ fn read_blocks_per_sm(device: &DetectedGpu, smem_per_block: u64) -> u32 {
 }
 
 fn measure_l2(
-    bench: &Bench,
+    bench: &Microbench,
     device: &DetectedGpu,
     o: &CalibrationOptions,
 ) -> Result<MeasuredFigure, GpuError> {
@@ -520,7 +499,7 @@ fn measure_l2(
         block_dim: (READ_BLOCK_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let times = bench.time_ms(o.warmup_runs, o.bandwidth_runs, || {
+    let times = bench.time("L2 bandwidth", o.warmup_runs, o.bandwidth_runs, || {
         let mut launch = bench.stream.launch_builder(&f);
         launch.arg(&buf).arg(&mask).arg(&iters_u32).arg(&mut sink);
         // SAFETY: reads stay inside `buf` (index & mask), the sink has one element.
@@ -528,14 +507,12 @@ fn measure_l2(
             .map(|_| ())
             .map_err(driver_err("cuLaunchKernel(l2_read)"))
     })?;
-    figure(
+    Ok(figure(
         "l2_bandwidth_bytes_per_s",
         "L2 bandwidth",
         "B/s",
-        Timings {
-            work: (iters * bytes_per_iter) as f64,
-            times_ms: &times,
-        },
+        (iters * bytes_per_iter) as f64,
+        &times,
         arch.l2.bandwidth_bytes_per_s,
         arch.estimated.contains("l2.bandwidth_bytes_per_s"),
         format!(
@@ -549,11 +526,11 @@ fn measure_l2(
             o.bandwidth_runs,
             o.warmup_runs
         ),
-    )
+    ))
 }
 
 fn measure_smem(
-    bench: &Bench,
+    bench: &Microbench,
     device: &DetectedGpu,
     o: &CalibrationOptions,
 ) -> Result<MeasuredFigure, GpuError> {
@@ -574,27 +551,30 @@ fn measure_smem(
         shared_mem_bytes: 0,
     };
     let seed: u32 = 0x5151_7e57;
-    let times = bench.time_ms(o.warmup_runs, o.bandwidth_runs, || {
-        let mut launch = bench.stream.launch_builder(&f);
-        launch.arg(&iters_u32).arg(&seed).arg(&mut sink);
-        // SAFETY: static shared memory only; the sink has one element per block.
-        unsafe { launch.launch(cfg) }
-            .map(|_| ())
-            .map_err(driver_err("cuLaunchKernel(smem_read)"))
-    })?;
+    let times = bench.time(
+        "shared-memory bandwidth",
+        o.warmup_runs,
+        o.bandwidth_runs,
+        || {
+            let mut launch = bench.stream.launch_builder(&f);
+            launch.arg(&iters_u32).arg(&seed).arg(&mut sink);
+            // SAFETY: static shared memory only; the sink has one element per block.
+            unsafe { launch.launch(cfg) }
+                .map(|_| ())
+                .map_err(driver_err("cuLaunchKernel(smem_read)"))
+        },
+    )?;
     // The model's figure: bytes per clock per SM x SMs x the sustained clock.
     let spec = f64::from(arch.shared_memory.bytes_per_clock_per_sm)
         * f64::from(arch.sm.count)
         * arch.sm.sustained_clock_mhz
         * 1e6;
-    figure(
+    Ok(figure(
         "smem_bandwidth_bytes_per_s",
         "shared-memory bandwidth",
         "B/s",
-        Timings {
-            work: (iters * bytes_per_iter) as f64,
-            times_ms: &times,
-        },
+        (iters * bytes_per_iter) as f64,
+        &times,
         spec,
         arch.estimated
             .contains("shared_memory.bytes_per_clock_per_sm")
@@ -603,11 +583,11 @@ fn measure_smem(
             "NVRTC kernel of conflict-free 16-byte ld.volatile.shared loads (a warp reads 512 consecutive bytes), {} blocks x {} threads ({} per SM, 16 KiB each) on all {} SMs, median of {} launches after {} warm-up, CUDA events",
             blocks, READ_BLOCK_THREADS, per_sm, bench.sms, o.bandwidth_runs, o.warmup_runs
         ),
-    )
+    ))
 }
 
 fn measure_gemm(
-    bench: &Bench,
+    bench: &Microbench,
     device: &DetectedGpu,
     o: &CalibrationOptions,
     class: ComputeClass,
@@ -680,32 +660,35 @@ fn measure_gemm(
         // fails too.
         run(a_ptr, b_ptr, c_ptr)?;
         bench.sync()?;
-        bench.time_ms(o.warmup_runs, o.gemm_runs, || run(a_ptr, b_ptr, c_ptr))?
+        bench.time(
+            &format!("{class} tensor throughput"),
+            o.warmup_runs,
+            o.gemm_runs,
+            || run(a_ptr, b_ptr, c_ptr),
+        )?
     };
     check_gemm(bench, &a, &b, &c, n, to_f32, class)?;
     let flops = 2.0 * (n as f64).powi(3);
     let arch = &device.arch;
     let spec = arch.peak.get(&class).map(|p| p.tflops).unwrap_or(f64::NAN);
-    figure(
+    Ok(figure(
         &format!("peak_tflops.{class}"),
         &format!("{class} tensor throughput"),
         "TFLOP/s",
-        Timings {
-            work: flops / 1e12,
-            times_ms: &times,
-        },
+        flops / 1e12,
+        &times,
         spec,
         arch.estimated.contains(&format!("peak.{class}")),
         format!(
             "cuBLAS cublasGemmEx {class} x {class} -> {class}, fp32 compute, M = N = K = {n} (2 x {n}^3 FLOP), uniform [-1, 1) inputs, {GEMM_CHECKED_ENTRIES} output entries checked against an f64 reference, median of {} runs after {} warm-up, CUDA events",
             o.gemm_runs, o.warmup_runs
         ),
-    )
+    ))
 }
 
 /// Compares sampled entries of C = A B (column-major) with an f64 reference.
 fn check_gemm(
-    bench: &Bench,
+    bench: &Microbench,
     a: &CudaSlice<u16>,
     b: &CudaSlice<u16>,
     c: &CudaSlice<u16>,
