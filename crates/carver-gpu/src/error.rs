@@ -44,7 +44,7 @@ pub enum GpuError {
         source: nvml_wrapper::error::NvmlError,
     },
 
-    #[error("NVRTC could not compile the {kernel} microbenchmark: {reason}")]
+    #[error("NVRTC could not compile carver's {kernel} kernels: {reason}")]
     Compile {
         kernel: &'static str,
         reason: String,

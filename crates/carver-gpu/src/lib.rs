@@ -12,6 +12,7 @@
 //!   throughput, giving a [`carver_arch::Calibration`] to store.
 
 mod calibrate;
+mod cuda;
 mod detect;
 mod driver;
 mod error;

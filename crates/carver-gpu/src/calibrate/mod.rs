@@ -15,17 +15,24 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut,
     LaunchConfig, PushKernelArg, sys,
 };
-use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
+use cudarc::nvrtc::Ptx;
 use serde::Serialize;
 
 pub use gemm_check::{bf16_to_f32, dot_error, f16_to_f32};
 
+use crate::cuda::compile_ptx;
 use crate::detect::{DetectedGpu, detect};
 use crate::driver::{driver_err, guarded};
 use crate::error::GpuError;
 use crate::timing::{EventTimer, RateSummary, RunCount, Timing, TimingPlan, Warmup};
 
-const KERNELS: &str = include_str!("kernels.cu");
+/// The microbenchmarks after the helpers they share with the tuning worker (`#line` keeps
+/// NVRTC's line numbers those of kernels.cu).
+const KERNELS: &str = concat!(
+    include_str!("../cuda/common.cuh"),
+    "#line 1 \"kernels.cu\"\n",
+    include_str!("kernels.cu")
+);
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -197,33 +204,13 @@ pub fn calibrate(
 /// The calibration microbenchmarks compiled to PTX for a compute capability (the driver
 /// finishes the compilation when the module is loaded). Needs libnvrtc, not a GPU.
 pub fn compile_calibration_kernels(cc: ComputeCapability) -> Result<String, GpuError> {
-    // SAFETY: only tries to dlopen the candidate names.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(GpuError::MissingLibrary {
-            library: "libnvrtc (CUDA NVRTC)",
-            why: "calibration compiles its L2 and shared-memory microbenchmarks at run time",
-        });
-    }
-    let options = CompileOptions {
-        options: vec![
-            format!("--gpu-architecture=compute_{}", cc.sm()),
-            "-DNDEBUG".into(),
-        ],
-        name: Some("carver_calibrate.cu".into()),
-        ..Default::default()
-    };
-    let ptx = guarded("libnvrtc", "nvrtcCompileProgram", || {
-        compile_ptx_with_opts(KERNELS, options).map_err(|e| GpuError::Compile {
-            kernel: "calibration",
-            reason: match e {
-                CompileError::CompileError { nvrtc, log, .. } => {
-                    format!("{nvrtc:?}: {}", log.to_string_lossy())
-                }
-                other => other.to_string(),
-            },
-        })
-    })?;
-    Ok(ptx.to_src())
+    compile_ptx(
+        KERNELS,
+        "carver_calibrate.cu",
+        cc,
+        "calibration",
+        "calibration compiles its L2 and shared-memory microbenchmarks at run time",
+    )
 }
 
 /// The open device, its stream, the compiled microbenchmarks and the timer.
@@ -251,18 +238,28 @@ impl Microbench {
         }
     }
 
-    fn fill<T>(
-        &self,
-        kernel: &'static str,
-        buf: &mut CudaSlice<T>,
-        seed: u64,
-    ) -> Result<(), GpuError> {
-        let f = self.function(kernel)?;
+    /// Random 32-bit words in `buf`.
+    fn fill_u32(&self, buf: &mut CudaSlice<u32>, seed: u64) -> Result<(), GpuError> {
+        let f = self.function("fill_u32")?;
         let n = buf.len() as u64;
         let mut launch = self.stream.launch_builder(&f);
         launch.arg(buf).arg(&n).arg(&seed);
         // SAFETY: the kernel writes exactly `n` elements of `buf`.
-        unsafe { launch.launch(self.fill_config()) }.map_err(driver_err("cuLaunchKernel(fill)"))?;
+        unsafe { launch.launch(self.fill_config()) }
+            .map_err(driver_err("cuLaunchKernel(fill_u32)"))?;
+        self.sync()
+    }
+
+    /// Random 16-bit floats (bf16 when `bf16`, else f16) uniform in [-1, 1) in `buf`.
+    fn fill_16(&self, buf: &mut CudaSlice<u16>, seed: u64, bf16: bool) -> Result<(), GpuError> {
+        let f = self.function("fill_16")?;
+        let n = buf.len() as u64;
+        let bf16 = i32::from(bf16);
+        let mut launch = self.stream.launch_builder(&f);
+        launch.arg(buf).arg(&n).arg(&seed).arg(&bf16);
+        // SAFETY: the kernel writes exactly `n` elements of `buf`.
+        unsafe { launch.launch(self.fill_config()) }
+            .map_err(driver_err("cuLaunchKernel(fill_16)"))?;
         self.sync()
     }
 
@@ -414,7 +411,7 @@ fn measure_dram(
     bench.ensure_free("the DRAM copy (two buffers)", 2 * bytes)?;
     let mut src = bench.alloc::<u32>(words)?;
     let mut dst = bench.alloc::<u32>(words)?;
-    bench.fill("fill_u32", &mut src, 0x0d7a_3c0f)?;
+    bench.fill_u32(&mut src, 0x0d7a_3c0f)?;
     let times = bench.time("DRAM bandwidth", o.warmup_runs, o.bandwidth_runs, || {
         bench
             .stream
@@ -484,9 +481,9 @@ fn measure_l2(
     let mask =
         u32::try_from(vectors - 1).map_err(|_| GpuError::BadQuery("L2 is too large".into()))?;
     let mut buf = bench.alloc::<u32>((buffer_bytes / 4) as usize)?;
-    bench.fill("fill_u32", &mut buf, 0x12c0_ffee)?;
+    bench.fill_u32(&mut buf, 0x12c0_ffee)?;
     let mut sink = bench.alloc::<u32>(1)?;
-    bench.fill("fill_u32", &mut sink, 1)?;
+    bench.fill_u32(&mut sink, 1)?;
     let blocks = bench.sms * read_blocks_per_sm(device, 0);
     let threads = u64::from(blocks) * u64::from(READ_BLOCK_THREADS);
     let bytes_per_iter = threads * L2_UNROLL * 16;
@@ -543,7 +540,7 @@ fn measure_smem(
     let iters_u32 =
         u32::try_from(iters).map_err(|_| GpuError::BadQuery("smem launch too long".into()))?;
     let mut sink = bench.alloc::<u32>(blocks as usize)?;
-    bench.fill("fill_u32", &mut sink, 2)?;
+    bench.fill_u32(&mut sink, 2)?;
     let f = bench.function("smem_read")?;
     let cfg = LaunchConfig {
         grid_dim: (blocks, 1, 1),
@@ -592,17 +589,9 @@ fn measure_gemm(
     o: &CalibrationOptions,
     class: ComputeClass,
 ) -> Result<MeasuredFigure, GpuError> {
-    let (fill_kernel, data_type, to_f32): (&'static str, _, fn(u16) -> f32) = match class {
-        ComputeClass::Bf16 => (
-            "fill_bf16",
-            cublas_sys::cudaDataType_t::CUDA_R_16BF,
-            bf16_to_f32,
-        ),
-        ComputeClass::F16 => (
-            "fill_f16",
-            cublas_sys::cudaDataType_t::CUDA_R_16F,
-            f16_to_f32,
-        ),
+    let (bf16, data_type, to_f32): (bool, _, fn(u16) -> f32) = match class {
+        ComputeClass::Bf16 => (true, cublas_sys::cudaDataType_t::CUDA_R_16BF, bf16_to_f32),
+        ComputeClass::F16 => (false, cublas_sys::cudaDataType_t::CUDA_R_16F, f16_to_f32),
         other => unreachable!("no GEMM calibration for {other}"),
     };
     let n = o.gemm_size as usize;
@@ -611,8 +600,8 @@ fn measure_gemm(
     let mut a = bench.alloc::<u16>(elements)?;
     let mut b = bench.alloc::<u16>(elements)?;
     let mut c = bench.alloc::<u16>(elements)?;
-    bench.fill(fill_kernel, &mut a, 0xa11ce)?;
-    bench.fill(fill_kernel, &mut b, 0xb0b)?;
+    bench.fill_16(&mut a, 0xa11ce, bf16)?;
+    bench.fill_16(&mut b, 0xb0b, bf16)?;
     bench.poison(&mut c)?;
     let blas = CudaBlas::new(bench.stream.clone()).map_err(|source| GpuError::Cublas {
         call: "cublasCreate",

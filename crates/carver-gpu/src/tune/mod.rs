@@ -39,7 +39,7 @@ use crate::timing::{EarlyStop, RunCount, TimingPlan, Warmup, median};
 
 pub use crate::timing::Timing;
 pub use protocol::{CandidateMeasurement, RepackInfo, Reply, Request, WorkerInfo};
-pub use worker::serve_worker;
+pub use worker::{compile_worker_helpers, serve_worker};
 
 /// At most this many cuBLAS timings are interleaved with the candidates (plus one at the end).
 const MAX_CUBLAS_TIMINGS: usize = 16;

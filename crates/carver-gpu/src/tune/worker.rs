@@ -5,15 +5,17 @@ use std::path::Path;
 use std::sync::Arc;
 
 use carver::{DType, Layout};
+use carver_arch::ComputeCapability;
 use cudarc::cublas::{CudaBlas, result as cublas_result, sys as cublas_sys};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
     PushKernelArg, sys,
 };
-use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+use cudarc::nvrtc::Ptx;
 
 use super::protocol::{CandidateMeasurement, RepackInfo, Reply, Request, WorkerInfo};
 use super::{GemmProblem, Timing, TimingOptions};
+use crate::cuda::compile_ptx;
 use crate::driver::{driver_err, guarded, init_driver};
 use crate::error::GpuError;
 use crate::sm90::{
@@ -21,7 +23,27 @@ use crate::sm90::{
 };
 use crate::timing::EventTimer;
 
-const UTIL: &str = include_str!("util.cu");
+/// The worker's helpers after the ones it shares with the calibration (`#line` keeps NVRTC's
+/// line numbers those of util.cu).
+const UTIL: &str = concat!(
+    include_str!("../cuda/common.cuh"),
+    "#line 1 \"util.cu\"\n",
+    include_str!("util.cu")
+);
+/// The only compute capability the worker runs on (cuda-sm90 kernels).
+const WORKER_CC: ComputeCapability = ComputeCapability { major: 9, minor: 0 };
+
+/// The worker's helper kernels (random inputs, NaN poison, the error of an output) compiled to
+/// PTX for compute capability 9.0. Needs libnvrtc, not a GPU.
+pub fn compile_worker_helpers() -> Result<String, GpuError> {
+    compile_ptx(
+        UTIL,
+        "carver_tune_util.cu",
+        WORKER_CC,
+        "tuning worker",
+        "the tuning worker compiles its input generators at run time",
+    )
+}
 
 /// Writes one reply line and flushes it (the parent waits for each line).
 fn send(output: &mut impl Write, reply: &Reply) -> Result<(), GpuError> {
@@ -251,23 +273,14 @@ impl WorkerBench {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
 
-        let options = CompileOptions {
-            options: vec!["--gpu-architecture=compute_90".into(), "-DNDEBUG".into()],
-            name: Some("carver_tune_util.cu".into()),
-            ..Default::default()
-        };
-        let ptx = compile_ptx_with_opts(UTIL, options).map_err(|e| GpuError::KernelCompile {
-            kernel: "tuning helpers".into(),
-            log: e.to_string(),
-        })?;
         let util = ctx
-            .load_module(ptx)
+            .load_module(Ptx::from_src(compile_worker_helpers()?))
             .map_err(driver_err("cuModuleLoadData"))?;
         let load = |name: &str| {
             util.load_function(name)
                 .map_err(driver_err("cuModuleGetFunction"))
         };
-        let (fill, poison, diff) = (load("fill_16")?, load("poison_16")?, load("diff_16")?);
+        let (fill, poison, diff) = (load("fill_16")?, load("poison_u16")?, load("diff_16")?);
 
         let (m, n, k) = (problem.m, problem.n, problem.k);
         let set_elems = m * k + k * n;
@@ -491,7 +504,7 @@ impl WorkerBench {
         let mut launch = self.stream.launch_builder(&self.poison);
         launch.arg(&mut self.c).arg(&len);
         // SAFETY: writes exactly `len` elements.
-        unsafe { launch.launch(cfg) }.map_err(driver_err("cuLaunchKernel(poison_16)"))?;
+        unsafe { launch.launch(cfg) }.map_err(driver_err("cuLaunchKernel(poison_u16)"))?;
         Ok(())
     }
 
