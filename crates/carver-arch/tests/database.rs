@@ -28,16 +28,10 @@ fn relative_gap(stated: f64, derived: f64) -> f64 {
     (stated - derived).abs() / derived
 }
 
-/// Dense peak in TFLOP/s from the per-clock rate, the unit count and the clock the figure assumes.
+/// Dense peak in TFLOP/s from the per-clock rate, the unit count and the clock the figure
+/// assumes, as the validation derives it.
 fn derived_peak_tflops(arch: &Arch, class: ComputeClass) -> f64 {
-    let peak = &arch.peak[&class];
-    let clock_hz = peak.clock_mhz.unwrap_or(arch.sm.sustained_clock_mhz) * 1e6;
-    let units_times_rate = if class.is_tensor() {
-        f64::from(arch.sm.tensor_cores) * peak.flops_per_clock_per_tensor_core.unwrap()
-    } else {
-        peak.flops_per_clock_per_sm.unwrap()
-    };
-    f64::from(arch.sm.count) * units_times_rate * clock_hz / 1e12
+    arch.peak[&class].derived_tflops(class, &arch.sm).unwrap()
 }
 
 #[test]

@@ -262,7 +262,7 @@ pub fn describe(a: &Arch) -> String {
     }
     for class in ComputeClass::ALL {
         if let Some(p) = a.peak.get(&class) {
-            let clock = p.clock_mhz.unwrap_or(a.sm.sustained_clock_mhz);
+            let clock = p.quoted_clock_mhz(&a.sm);
             let estimated = est(&format!("peak.{class}.tflops"));
             rows.push(vec![
                 format!("peak {class}"),

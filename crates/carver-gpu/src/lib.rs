@@ -31,8 +31,7 @@ pub use detect::{DetectedGpu, detect, detect_all, detect_arch, device_count};
 pub use driver::driver_present;
 pub use error::{GpuError, OFFLINE_HINT};
 pub use live::{
-    L2_TO_DRAM_ESTIMATE, LIVE_FIELDS, LiveArch, arch_bandwidth, attach_calibration, key_from_name,
-    merge_live,
+    L2_TO_DRAM_ESTIMATE, LIVE_FIELDS, LiveArch, attach_calibration, key_from_name, merge_live,
 };
 pub use query::{DriverQuery, NvmlQuery, format_cuda_version, format_uuid};
 pub use timing::{RateSummary, Timing};

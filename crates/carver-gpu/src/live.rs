@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use carver_arch::{
     Arch, CalibrationStore, ComputeClass, DERIVED_TOLERANCE, DeviceMemory, GpuIdentity, HardwareDb,
-    L2Cache, Multiprocessor, Origin, Peak, RegisterFile, SharedMemory, validate,
+    L2Cache, Multiprocessor, Origin, Peak, RegisterFile, SharedMemory, throughput_tflops, validate,
 };
 
 use crate::error::GpuError;
@@ -127,7 +127,8 @@ fn apply_live_figures(arch: &mut Arch, d: &DriverQuery, nvml: &NvmlQuery) {
     m.capacity_bytes = d.total_memory_bytes;
     m.bus_width_bits = d.memory_bus_width_bits;
     m.memory_clock_mhz = d.memory_clock_mhz;
-    m.bandwidth_bytes_per_s = arch_bandwidth(d.memory_clock_mhz, d.memory_bus_width_bits);
+    m.bandwidth_bytes_per_s =
+        DeviceMemory::bandwidth_from_clock(d.memory_clock_mhz, d.memory_bus_width_bits);
     arch.l2.size_bytes = d.l2_size_bytes;
     for field in LIVE_FIELDS {
         arch.estimated.remove(*field);
@@ -142,11 +143,6 @@ fn live_boost_clock(d: &DriverQuery, nvml: &NvmlQuery) -> f64 {
     } else {
         d.max_sm_clock_mhz
     }
-}
-
-/// DRAM bandwidth from the memory clock and bus width: two transfers per clock.
-pub fn arch_bandwidth(memory_clock_mhz: f64, bus_width_bits: u32) -> f64 {
-    2.0 * memory_clock_mhz * 1e6 * f64::from(bus_width_bits) / 8.0
 }
 
 /// Keeps the stored clock assumptions consistent with the boost clock the device reported.
@@ -172,22 +168,17 @@ fn reconcile_clocks(arch: &mut Arch, stored_boost: f64) {
 
 /// Recomputes any peak that no longer agrees with the live SM count and clocks.
 fn reconcile_peaks(arch: &mut Arch) {
-    let sms = f64::from(arch.sm.count);
-    let tensor_cores = f64::from(arch.sm.tensor_cores);
-    let sustained = arch.sm.sustained_clock_mhz;
-    for (class, peak) in &mut arch.peak {
-        let clock_hz = peak.clock_mhz.unwrap_or(sustained) * 1e6;
-        let derived = if class.is_tensor() {
-            peak.flops_per_clock_per_tensor_core
-                .map(|r| sms * tensor_cores * r * clock_hz / 1e12)
-        } else {
-            peak.flops_per_clock_per_sm
-                .map(|r| sms * r * clock_hz / 1e12)
-        };
-        if let Some(derived) = derived {
+    let Arch {
+        sm,
+        peak: peaks,
+        estimated,
+        ..
+    } = arch;
+    for (class, peak) in peaks.iter_mut() {
+        if let Some(derived) = peak.derived_tflops(*class, sm) {
             if (peak.tflops - derived).abs() > DERIVED_TOLERANCE * derived {
                 peak.tflops = derived;
-                arch.estimated.insert(format!("peak.{class}"));
+                estimated.insert(format!("peak.{class}"));
             }
         }
     }
@@ -217,7 +208,7 @@ pub fn key_from_name(name: &str) -> String {
 /// are listed in `estimated`.
 fn estimate_unknown(d: &DriverQuery, boost: f64) -> Arch {
     let (generation, exact) = generation_for(d.compute_capability);
-    let dram = arch_bandwidth(d.memory_clock_mhz, d.memory_bus_width_bits);
+    let dram = DeviceMemory::bandwidth_from_clock(d.memory_clock_mhz, d.memory_bus_width_bits);
     let mut estimated: Vec<String> = vec![
         "sm.sustained_clock_mhz".into(),
         "sm.tensor_cores".into(),
@@ -323,12 +314,12 @@ fn generation_peaks(
     sm_count: u32,
     clock_mhz: f64,
 ) -> BTreeMap<ComputeClass, Peak> {
-    let tflops =
-        |per_sm_per_clock: f64| f64::from(sm_count) * per_sm_per_clock * clock_mhz * 1e6 / 1e12;
+    let sms = f64::from(sm_count);
+    let tensor_cores = sms * f64::from(generation.tensor_cores_per_sm);
     let mut peaks = BTreeMap::new();
     for &(class, rate) in generation.tensor_rates {
         let peak = Peak {
-            tflops: tflops(rate * f64::from(generation.tensor_cores_per_sm)),
+            tflops: throughput_tflops(tensor_cores, rate, clock_mhz),
             flops_per_clock_per_tensor_core: Some(rate),
             flops_per_clock_per_sm: None,
             clock_mhz: None,
@@ -340,7 +331,7 @@ fn generation_peaks(
         (ComputeClass::Fp64, generation.fp64_per_clock_per_sm),
     ] {
         let peak = Peak {
-            tflops: tflops(rate),
+            tflops: throughput_tflops(sms, rate, clock_mhz),
             flops_per_clock_per_tensor_core: None,
             flops_per_clock_per_sm: Some(rate),
             clock_mhz: None,

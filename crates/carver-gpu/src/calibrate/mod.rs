@@ -561,11 +561,8 @@ fn measure_smem(
                 .map_err(driver_err("cuLaunchKernel(smem_read)"))
         },
     )?;
-    // The model's figure: bytes per clock per SM x SMs x the sustained clock.
-    let spec = f64::from(arch.shared_memory.bytes_per_clock_per_sm)
-        * f64::from(arch.sm.count)
-        * arch.sm.sustained_clock_mhz
-        * 1e6;
+    // The model's own figure, not a calibration this run is about to replace.
+    let spec = arch.derived_smem_bandwidth();
     Ok(figure(
         "smem_bandwidth_bytes_per_s",
         "shared-memory bandwidth",

@@ -18,12 +18,10 @@ pub enum ConfigError {
     #[error("{what}")]
     Rule { family: Family, what: String },
 
-    #[error("needs {needed} B of shared memory; {arch} allows {allowed} B per block")]
-    SharedMemory {
-        needed: u64,
-        allowed: u64,
-        arch: String,
-    },
+    /// (The GPU is named by whoever reports the error; the policy checks every tile it walks,
+    /// and this keeps the check free of allocations.)
+    #[error("needs {needed} B of shared memory; this GPU allows {allowed} B per block")]
+    SharedMemory { needed: u64, allowed: u64 },
 
     #[error(
         "needs about {needed} registers per thread; at most {allowed} exist (the compiler would spill)"

@@ -261,7 +261,6 @@ pub fn check_fits(config: &TileConfig, res: Resources, arch: &Arch) -> Result<()
         return Err(ConfigError::SharedMemory {
             needed: res.smem_bytes,
             allowed: arch.shared_memory.per_block_optin_bytes,
-            arch: arch.gpu.key.clone(),
         });
     }
     if res.registers_per_thread > arch.registers.per_thread_max {
