@@ -10,6 +10,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::calibration::Calibration;
+use crate::field::ArchField;
 
 /// A complete hardware description.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -26,10 +27,10 @@ pub struct Arch {
     pub tensor_instructions: Vec<TensorInstruction>,
     /// Dense peak throughput per compute class.
     pub peak: BTreeMap<ComputeClass, Peak>,
-    /// Dotted paths of figures that are estimates rather than published or queried values
-    /// (for example `"l2.bandwidth_bytes_per_s"`).
+    /// Figures that are estimates rather than published or queried values, written as their
+    /// dotted paths (for example `"l2.bandwidth_bytes_per_s"`).
     #[serde(default)]
-    pub estimated: BTreeSet<String>,
+    pub estimated: BTreeSet<ArchField>,
     /// Where this description came from; filled in by the loader, never read from a file.
     #[serde(skip_deserializing, default)]
     pub origin: Origin,
@@ -427,7 +428,7 @@ impl Arch {
     }
 
     /// Shared-memory bandwidth of the whole GPU in B/s: bytes per clock per SM x SMs x the
-    /// sustained clock.
+    /// sustained clock ([`DERIVED_SMEM_BANDWIDTH_INPUTS`]).
     pub fn derived_smem_bandwidth(&self) -> f64 {
         f64::from(self.shared_memory.bytes_per_clock_per_sm)
             * f64::from(self.sm.count)
@@ -462,6 +463,13 @@ impl Arch {
             && (!class.is_tensor() || self.instructions_for(class).next().is_some())
     }
 
+    /// Whether the peak of `class` is an estimate: its entry (`peak.<class>`) or its figure
+    /// (`peak.<class>.tflops`) is listed in `estimated`.
+    pub fn peak_is_estimated(&self, class: ComputeClass) -> bool {
+        self.estimated.contains(&ArchField::Peak(class))
+            || self.estimated.contains(&ArchField::PeakTflops(class))
+    }
+
     /// Shared memory one block may use (opt-in limit).
     pub fn smem_per_block(&self) -> u64 {
         self.shared_memory.per_block_optin_bytes
@@ -472,6 +480,14 @@ impl Arch {
         DeviceMemory::bandwidth_from_clock(self.memory.memory_clock_mhz, self.memory.bus_width_bits)
     }
 }
+
+/// The figures [`Arch::derived_smem_bandwidth`] is computed from: it is an estimate when one of
+/// them is.
+pub const DERIVED_SMEM_BANDWIDTH_INPUTS: [ArchField; 3] = [
+    ArchField::SharedMemoryBytesPerClockPerSm,
+    ArchField::SmCount,
+    ArchField::SmSustainedClock,
+];
 
 /// Lower-cases and drops spaces, dashes, underscores and the `nvidia` prefix, so that
 /// `"NVIDIA H100 80GB HBM3"` and `"nvidia-h100-80gb-hbm3"` compare equal.

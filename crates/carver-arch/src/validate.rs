@@ -307,20 +307,15 @@ pub fn validate(arch: &Arch, path: &str, stem: Option<&str>) -> Result<(), ArchE
         return Err(c.fail("peak.fp32", "is required (every GPU has SIMT fp32)"));
     }
 
-    let as_value =
-        toml::Value::try_from(arch).map_err(|e| c.fail("(whole file)", e.to_string()))?;
-    for dotted in &arch.estimated {
-        let mut v = &as_value;
-        for part in dotted.split('.') {
-            match v.get(part) {
-                Some(next) => v = next,
-                None => {
-                    return Err(c.fail(
-                        "estimated",
-                        format!("names `{dotted}`, which is not a field of this description"),
-                    ));
-                }
-            }
+    // A peak field must name a class this description has a peak for.
+    for field in &arch.estimated {
+        if let Some(class) = field.peak_class()
+            && !arch.peak.contains_key(&class)
+        {
+            return Err(c.fail(
+                "estimated",
+                format!("names `{field}`, but [peak.{class}] is not a field of this description"),
+            ));
         }
     }
     Ok(())

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use carver_arch::{Arch, CalibrationStore, ComputeClass, Origin};
+use carver_arch::{Arch, ArchField, CalibrationStore, ComputeClass, Origin};
 use carver_schema::{ArchList, ArchReport, ArchSummary, SCHEMA_VERSION};
 use clap::{Args, Subcommand};
 
@@ -136,13 +136,8 @@ fn origin_text(origin: &Origin) -> String {
 
 /// A human-readable page about one GPU. Figures listed in `estimated` carry "(estimated)".
 pub fn describe(a: &Arch) -> String {
-    let est = |field: &str| {
-        if a.estimated.contains(field) {
-            " (estimated)"
-        } else {
-            ""
-        }
-    };
+    let mark = |estimated: bool| if estimated { " (estimated)" } else { "" };
+    let est = |field: ArchField| mark(a.estimated.contains(&field));
     let aliases = if a.gpu.aliases.is_empty() {
         "-".to_string()
     } else {
@@ -166,7 +161,7 @@ pub fn describe(a: &Arch) -> String {
             format!(
                 "{}{} x {} tensor cores, warp {}",
                 sm.count,
-                est("sm.count"),
+                est(ArchField::SmCount),
                 sm.tensor_cores,
                 sm.warp_size
             ),
@@ -176,9 +171,9 @@ pub fn describe(a: &Arch) -> String {
             format!(
                 "{:.0} MHz boost{}, {:.0} MHz sustained{}",
                 sm.boost_clock_mhz,
-                est("sm.boost_clock_mhz"),
+                est(ArchField::SmBoostClock),
                 sm.sustained_clock_mhz,
-                est("sm.sustained_clock_mhz")
+                est(ArchField::SmSustainedClock)
             ),
         ],
         vec![
@@ -218,11 +213,11 @@ pub fn describe(a: &Arch) -> String {
                 m.kind,
                 m.capacity_bytes as f64 / 1073741824.0,
                 m.bus_width_bits,
-                est("memory.bus_width_bits"),
+                est(ArchField::MemoryBusWidth),
                 m.memory_clock_mhz,
-                est("memory.memory_clock_mhz"),
+                est(ArchField::MemoryClock),
                 m.bandwidth_bytes_per_s / 1e12,
-                est("memory.bandwidth_bytes_per_s")
+                est(ArchField::MemoryBandwidth)
             ),
         ],
         vec![
@@ -234,9 +229,9 @@ pub fn describe(a: &Arch) -> String {
             format!(
                 "{:.1} MiB{}, {:.2} TB/s{}",
                 a.l2.size_bytes as f64 / 1048576.0,
-                est("l2.size_bytes"),
+                est(ArchField::L2Size),
                 a.l2.bandwidth_bytes_per_s / 1e12,
-                est("l2.bandwidth_bytes_per_s")
+                est(ArchField::L2Bandwidth)
             ),
         ],
     ];
@@ -263,7 +258,7 @@ pub fn describe(a: &Arch) -> String {
     for class in ComputeClass::ALL {
         if let Some(p) = a.peak.get(&class) {
             let clock = p.quoted_clock_mhz(&a.sm);
-            let estimated = est(&format!("peak.{class}.tflops"));
+            let estimated = mark(a.peak_is_estimated(class));
             rows.push(vec![
                 format!("peak {class}"),
                 format!("{:.1} TFLOP/s dense at {clock:.0} MHz{estimated}", p.tflops),
@@ -298,7 +293,11 @@ pub fn describe(a: &Arch) -> String {
     if !a.estimated.is_empty() {
         rows.push(vec![
             "estimated".into(),
-            a.estimated.iter().cloned().collect::<Vec<_>>().join(", "),
+            a.estimated
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
         ]);
     }
     for s in &a.gpu.sources {

@@ -9,7 +9,10 @@ mod gemm_check;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use carver_arch::{CALIBRATION_FORMAT, Calibration, ComputeCapability, ComputeClass, HardwareDb};
+use carver_arch::{
+    ArchField, CALIBRATION_FORMAT, CalibratedFigure, Calibration, ComputeCapability, ComputeClass,
+    DERIVED_SMEM_BANDWIDTH_INPUTS, HardwareDb,
+};
 use cudarc::cublas::{CudaBlas, result as cublas_result, sys as cublas_sys};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut,
@@ -82,7 +85,7 @@ impl Default for CalibrationOptions {
 #[derive(Clone, Debug, Serialize)]
 pub struct MeasuredFigure {
     /// The calibration field it fills (`dram_bandwidth_bytes_per_s`, `peak_tflops.bf16`, ...).
-    pub field: String,
+    pub field: CalibratedFigure,
     pub label: String,
     /// `B/s` or `TFLOP/s`.
     pub unit: String,
@@ -172,27 +175,7 @@ pub fn calibrate(
         method: Default::default(),
     };
     for f in &figures {
-        match f.field.as_str() {
-            "dram_bandwidth_bytes_per_s" => {
-                calibration.dram_bandwidth_bytes_per_s = Some(f.measured)
-            }
-            "l2_bandwidth_bytes_per_s" => calibration.l2_bandwidth_bytes_per_s = Some(f.measured),
-            "smem_bandwidth_bytes_per_s" => {
-                calibration.smem_bandwidth_bytes_per_s = Some(f.measured)
-            }
-            "peak_tflops.bf16" => {
-                calibration
-                    .peak_tflops
-                    .insert(ComputeClass::Bf16, f.measured);
-            }
-            "peak_tflops.f16" => {
-                calibration
-                    .peak_tflops
-                    .insert(ComputeClass::F16, f.measured);
-            }
-            other => unreachable!("measure() produced an unknown field {other}"),
-        }
-        calibration.method.insert(f.field.clone(), f.method.clone());
+        calibration.record(f.field, f.measured, f.method.clone());
     }
     Ok(CalibrationOutcome {
         device,
@@ -300,10 +283,11 @@ impl Microbench {
         unsafe { self.stream.alloc::<T>(len) }.map_err(driver_err("cuMemAlloc"))
     }
 
-    /// Runs `op` `warmup` times, then times `runs` more runs with CUDA events.
+    /// Runs `op` `warmup` times, then times `runs` more runs with CUDA events; `field` names
+    /// the figure in errors.
     fn time(
         &self,
-        label: &str,
+        field: CalibratedFigure,
         warmup: usize,
         runs: usize,
         mut op: impl FnMut() -> Result<(), GpuError>,
@@ -316,19 +300,26 @@ impl Microbench {
         self.timer.time(&plan, |_| op()).map_err(|e| match e {
             GpuError::Implausible { what, reason } => GpuError::Implausible {
                 what,
-                reason: format!("{label}: {reason}"),
+                reason: format!("{}: {reason}", label_and_unit(field).0),
             },
             other => other,
         })
     }
 }
 
+/// How a figure is shown: its label and unit (`B/s` or `TFLOP/s`).
+fn label_and_unit(field: CalibratedFigure) -> (String, &'static str) {
+    match field {
+        CalibratedFigure::DramBandwidth => ("DRAM bandwidth".into(), "B/s"),
+        CalibratedFigure::L2Bandwidth => ("L2 bandwidth".into(), "B/s"),
+        CalibratedFigure::SmemBandwidth => ("shared-memory bandwidth".into(), "B/s"),
+        CalibratedFigure::PeakTflops(class) => (format!("{class} tensor throughput"), "TFLOP/s"),
+    }
+}
+
 /// A measured figure: `work` units (bytes, or TFLOP) done in each run of `timing`.
-#[allow(clippy::too_many_arguments)]
 fn figure(
-    field: &str,
-    label: &str,
-    unit: &str,
+    field: CalibratedFigure,
     work: f64,
     timing: &Timing,
     spec: f64,
@@ -336,9 +327,10 @@ fn figure(
     method: String,
 ) -> MeasuredFigure {
     let s = RateSummary::of(work, timing);
+    let (label, unit) = label_and_unit(field);
     MeasuredFigure {
-        field: field.into(),
-        label: label.into(),
+        field,
+        label,
         unit: unit.into(),
         measured: s.median,
         slowest: s.min,
@@ -392,10 +384,10 @@ fn measure(
     figures.push(measure_l2(&bench, device, options)?);
     next(progress);
     figures.push(measure_smem(&bench, device, options)?);
-    for class in [ComputeClass::Bf16, ComputeClass::F16] {
+    for input in GemmInput::ALL {
         next(progress);
-        if arch.supports(class) {
-            figures.push(measure_gemm(&bench, device, options, class)?);
+        if arch.supports(input.class()) {
+            figures.push(measure_gemm(&bench, device, options, input)?);
         }
     }
     Ok(figures)
@@ -412,12 +404,17 @@ fn measure_dram(
     let mut src = bench.alloc::<u32>(words)?;
     let mut dst = bench.alloc::<u32>(words)?;
     bench.fill_u32(&mut src, 0x0d7a_3c0f)?;
-    let times = bench.time("DRAM bandwidth", o.warmup_runs, o.bandwidth_runs, || {
-        bench
-            .stream
-            .memcpy_dtod(&src, &mut dst)
-            .map_err(driver_err("cuMemcpyDtoDAsync"))
-    })?;
+    let times = bench.time(
+        CalibratedFigure::DramBandwidth,
+        o.warmup_runs,
+        o.bandwidth_runs,
+        || {
+            bench
+                .stream
+                .memcpy_dtod(&src, &mut dst)
+                .map_err(driver_err("cuMemcpyDtoDAsync"))
+        },
+    )?;
     // The copy really happened: both ends of the buffers agree.
     let probe = 4096.min(words);
     for range in [0..probe, words - probe..words] {
@@ -439,13 +436,11 @@ fn measure_dram(
     }
     let arch = &device.arch;
     Ok(figure(
-        "dram_bandwidth_bytes_per_s",
-        "DRAM bandwidth",
-        "B/s",
+        CalibratedFigure::DramBandwidth,
         2.0 * bytes as f64,
         &times,
         arch.memory.bandwidth_bytes_per_s,
-        arch.estimated.contains("memory.bandwidth_bytes_per_s"),
+        arch.estimated.contains(&ArchField::MemoryBandwidth),
         format!(
             "device-to-device copy of {:.2} GiB (cuMemcpyDtoDAsync), bytes read + written, median of {} runs after {} warm-up, CUDA events",
             bytes as f64 / GIB,
@@ -496,22 +491,25 @@ fn measure_l2(
         block_dim: (READ_BLOCK_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let times = bench.time("L2 bandwidth", o.warmup_runs, o.bandwidth_runs, || {
-        let mut launch = bench.stream.launch_builder(&f);
-        launch.arg(&buf).arg(&mask).arg(&iters_u32).arg(&mut sink);
-        // SAFETY: reads stay inside `buf` (index & mask), the sink has one element.
-        unsafe { launch.launch(cfg) }
-            .map(|_| ())
-            .map_err(driver_err("cuLaunchKernel(l2_read)"))
-    })?;
+    let times = bench.time(
+        CalibratedFigure::L2Bandwidth,
+        o.warmup_runs,
+        o.bandwidth_runs,
+        || {
+            let mut launch = bench.stream.launch_builder(&f);
+            launch.arg(&buf).arg(&mask).arg(&iters_u32).arg(&mut sink);
+            // SAFETY: reads stay inside `buf` (index & mask), the sink has one element.
+            unsafe { launch.launch(cfg) }
+                .map(|_| ())
+                .map_err(driver_err("cuLaunchKernel(l2_read)"))
+        },
+    )?;
     Ok(figure(
-        "l2_bandwidth_bytes_per_s",
-        "L2 bandwidth",
-        "B/s",
+        CalibratedFigure::L2Bandwidth,
         (iters * bytes_per_iter) as f64,
         &times,
         arch.l2.bandwidth_bytes_per_s,
-        arch.estimated.contains("l2.bandwidth_bytes_per_s"),
+        arch.estimated.contains(&ArchField::L2Bandwidth),
         format!(
             "NVRTC kernel reading a {:.0} MiB buffer (L2 is {:.0} MiB) with 16-byte ld.global.cg loads (L2 only), {} blocks x {} threads on all {} SMs, {} independent loads per thread per iteration, median of {} launches after {} warm-up, CUDA events",
             buffer_bytes as f64 / MIB,
@@ -549,7 +547,7 @@ fn measure_smem(
     };
     let seed: u32 = 0x5151_7e57;
     let times = bench.time(
-        "shared-memory bandwidth",
+        CalibratedFigure::SmemBandwidth,
         o.warmup_runs,
         o.bandwidth_runs,
         || {
@@ -564,15 +562,13 @@ fn measure_smem(
     // The model's own figure, not a calibration this run is about to replace.
     let spec = arch.derived_smem_bandwidth();
     Ok(figure(
-        "smem_bandwidth_bytes_per_s",
-        "shared-memory bandwidth",
-        "B/s",
+        CalibratedFigure::SmemBandwidth,
         (iters * bytes_per_iter) as f64,
         &times,
         spec,
-        arch.estimated
-            .contains("shared_memory.bytes_per_clock_per_sm")
-            || arch.estimated.contains("sm.sustained_clock_mhz"),
+        DERIVED_SMEM_BANDWIDTH_INPUTS
+            .iter()
+            .any(|f| arch.estimated.contains(f)),
         format!(
             "NVRTC kernel of conflict-free 16-byte ld.volatile.shared loads (a warp reads 512 consecutive bytes), {} blocks x {} threads ({} per SM, 16 KiB each) on all {} SMs, median of {} launches after {} warm-up, CUDA events",
             blocks, READ_BLOCK_THREADS, per_sm, bench.sms, o.bandwidth_runs, o.warmup_runs
@@ -580,17 +576,46 @@ fn measure_smem(
     ))
 }
 
+/// The 16-bit input types whose tensor throughput the calibration measures with cuBLAS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GemmInput {
+    Bf16,
+    F16,
+}
+
+impl GemmInput {
+    const ALL: [GemmInput; 2] = [Self::Bf16, Self::F16];
+
+    fn class(self) -> ComputeClass {
+        match self {
+            Self::Bf16 => ComputeClass::Bf16,
+            Self::F16 => ComputeClass::F16,
+        }
+    }
+
+    fn cuda_type(self) -> cublas_sys::cudaDataType_t {
+        match self {
+            Self::Bf16 => cublas_sys::cudaDataType_t::CUDA_R_16BF,
+            Self::F16 => cublas_sys::cudaDataType_t::CUDA_R_16F,
+        }
+    }
+
+    fn to_f32(self) -> fn(u16) -> f32 {
+        match self {
+            Self::Bf16 => bf16_to_f32,
+            Self::F16 => f16_to_f32,
+        }
+    }
+}
+
 fn measure_gemm(
     bench: &Microbench,
     device: &DetectedGpu,
     o: &CalibrationOptions,
-    class: ComputeClass,
+    input: GemmInput,
 ) -> Result<MeasuredFigure, GpuError> {
-    let (bf16, data_type, to_f32): (bool, _, fn(u16) -> f32) = match class {
-        ComputeClass::Bf16 => (true, cublas_sys::cudaDataType_t::CUDA_R_16BF, bf16_to_f32),
-        ComputeClass::F16 => (false, cublas_sys::cudaDataType_t::CUDA_R_16F, f16_to_f32),
-        other => unreachable!("no GEMM calibration for {other}"),
-    };
+    let (class, data_type, to_f32) = (input.class(), input.cuda_type(), input.to_f32());
+    let bf16 = input == GemmInput::Bf16;
     let n = o.gemm_size as usize;
     let elements = n * n;
     bench.ensure_free("the GEMM operands", 3 * 2 * elements as u64)?;
@@ -647,7 +672,7 @@ fn measure_gemm(
         run(a_ptr, b_ptr, c_ptr)?;
         bench.sync()?;
         bench.time(
-            &format!("{class} tensor throughput"),
+            CalibratedFigure::PeakTflops(class),
             o.warmup_runs,
             o.gemm_runs,
             || run(a_ptr, b_ptr, c_ptr),
@@ -658,13 +683,11 @@ fn measure_gemm(
     let arch = &device.arch;
     let spec = arch.peak.get(&class).map(|p| p.tflops).unwrap_or(f64::NAN);
     Ok(figure(
-        &format!("peak_tflops.{class}"),
-        &format!("{class} tensor throughput"),
-        "TFLOP/s",
+        CalibratedFigure::PeakTflops(class),
         flops / 1e12,
         &times,
         spec,
-        arch.estimated.contains(&format!("peak.{class}")),
+        arch.peak_is_estimated(class),
         format!(
             "cuBLAS cublasGemmEx {class} x {class} -> {class}, fp32 compute, M = N = K = {n} (2 x {n}^3 FLOP), uniform [-1, 1) inputs, {GEMM_CHECKED_ENTRIES} output entries checked against an f64 reference, median of {} runs after {} warm-up, CUDA events",
             o.gemm_runs, o.warmup_runs
