@@ -4,8 +4,10 @@
 //! temporary name and renamed, so a crash never leaves a half-written calibration behind.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -38,9 +40,104 @@ pub struct Calibration {
     /// Measured dense throughput per compute class, TFLOP/s.
     #[serde(default)]
     pub peak_tflops: BTreeMap<ComputeClass, f64>,
-    /// How each figure was measured, by figure name.
+    /// How each figure was measured, by figure name ([`CalibratedFigure`]'s). Names are kept as
+    /// text so that a file written by a carver that measures more still loads.
     #[serde(default)]
     pub method: BTreeMap<String, String>,
+}
+
+/// A figure `carver arch calibrate` measures, named as its field in a calibration file
+/// (`dram_bandwidth_bytes_per_s`, `peak_tflops.bf16`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CalibratedFigure {
+    /// `dram_bandwidth_bytes_per_s`
+    DramBandwidth,
+    /// `l2_bandwidth_bytes_per_s`
+    L2Bandwidth,
+    /// `smem_bandwidth_bytes_per_s`
+    SmemBandwidth,
+    /// `peak_tflops.<class>`
+    PeakTflops(ComputeClass),
+}
+
+const DRAM_BANDWIDTH: &str = "dram_bandwidth_bytes_per_s";
+const L2_BANDWIDTH: &str = "l2_bandwidth_bytes_per_s";
+const SMEM_BANDWIDTH: &str = "smem_bandwidth_bytes_per_s";
+const PEAK_TFLOPS_PREFIX: &str = "peak_tflops.";
+
+impl fmt::Display for CalibratedFigure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::DramBandwidth => f.write_str(DRAM_BANDWIDTH),
+            Self::L2Bandwidth => f.write_str(L2_BANDWIDTH),
+            Self::SmemBandwidth => f.write_str(SMEM_BANDWIDTH),
+            Self::PeakTflops(class) => write!(f, "{PEAK_TFLOPS_PREFIX}{class}"),
+        }
+    }
+}
+
+impl FromStr for CalibratedFigure {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let unknown = || {
+            format!(
+                "unknown calibrated figure `{s}` (accepted: {DRAM_BANDWIDTH}, {L2_BANDWIDTH}, \
+                 {SMEM_BANDWIDTH}, {PEAK_TFLOPS_PREFIX}<class> with <class> one of {})",
+                ComputeClass::ALL.map(|c| c.as_str()).join(", ")
+            )
+        };
+        match s {
+            DRAM_BANDWIDTH => Ok(Self::DramBandwidth),
+            L2_BANDWIDTH => Ok(Self::L2Bandwidth),
+            SMEM_BANDWIDTH => Ok(Self::SmemBandwidth),
+            _ => {
+                let class = s.strip_prefix(PEAK_TFLOPS_PREFIX).ok_or_else(unknown)?;
+                ComputeClass::ALL
+                    .into_iter()
+                    .find(|c| c.as_str() == class)
+                    .map(Self::PeakTflops)
+                    .ok_or_else(unknown)
+            }
+        }
+    }
+}
+
+impl Serialize for CalibratedFigure {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for CalibratedFigure {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Calibration {
+    /// The measured value of `figure`, when this calibration has one.
+    pub fn measured(&self, figure: CalibratedFigure) -> Option<f64> {
+        match figure {
+            CalibratedFigure::DramBandwidth => self.dram_bandwidth_bytes_per_s,
+            CalibratedFigure::L2Bandwidth => self.l2_bandwidth_bytes_per_s,
+            CalibratedFigure::SmemBandwidth => self.smem_bandwidth_bytes_per_s,
+            CalibratedFigure::PeakTflops(class) => self.peak_tflops.get(&class).copied(),
+        }
+    }
+
+    /// Stores the measured `value` of `figure` and how it was measured.
+    pub fn record(&mut self, figure: CalibratedFigure, value: f64, method: String) {
+        match figure {
+            CalibratedFigure::DramBandwidth => self.dram_bandwidth_bytes_per_s = Some(value),
+            CalibratedFigure::L2Bandwidth => self.l2_bandwidth_bytes_per_s = Some(value),
+            CalibratedFigure::SmemBandwidth => self.smem_bandwidth_bytes_per_s = Some(value),
+            CalibratedFigure::PeakTflops(class) => {
+                self.peak_tflops.insert(class, value);
+            }
+        }
+        self.method.insert(figure.to_string(), method);
+    }
 }
 
 /// Calibrations on disk.
@@ -154,4 +251,63 @@ fn parse(path: &Path, text: &str) -> Result<Calibration, ArchError> {
         });
     }
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty() -> Calibration {
+        Calibration {
+            format: CALIBRATION_FORMAT,
+            uuid: "GPU-0".into(),
+            device_name: "test".into(),
+            base_key: None,
+            driver_version: None,
+            carver_version: "0".into(),
+            measured_at_unix_s: 0,
+            dram_bandwidth_bytes_per_s: None,
+            l2_bandwidth_bytes_per_s: None,
+            smem_bandwidth_bytes_per_s: None,
+            peak_tflops: BTreeMap::new(),
+            method: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn each_figure_fills_the_field_it_is_named_after() {
+        let figures = [
+            CalibratedFigure::DramBandwidth,
+            CalibratedFigure::L2Bandwidth,
+            CalibratedFigure::SmemBandwidth,
+            CalibratedFigure::PeakTflops(ComputeClass::Bf16),
+            CalibratedFigure::PeakTflops(ComputeClass::F16),
+        ];
+        let mut c = empty();
+        for (i, figure) in figures.into_iter().enumerate() {
+            assert_eq!(c.measured(figure), None);
+            c.record(figure, i as f64 + 1.0, format!("method {i}"));
+            assert_eq!(c.measured(figure), Some(i as f64 + 1.0));
+            assert_eq!(figure.to_string().parse(), Ok(figure));
+        }
+        let json = serde_json::to_value(&c).unwrap();
+        for (i, figure) in figures.into_iter().enumerate() {
+            let name = figure.to_string();
+            // The name is the file's field: a top-level one, or `peak_tflops.<class>`.
+            let value = match name.split_once('.') {
+                Some((table, key)) => &json[table][key],
+                None => &json[name.as_str()],
+            };
+            assert_eq!(value, &serde_json::json!(i as f64 + 1.0), "{name}");
+            assert_eq!(json["method"][name.as_str()], format!("method {i}"));
+        }
+    }
+
+    #[test]
+    fn unknown_figure_names_list_the_accepted_ones() {
+        let err = "peak_tflops.fp16".parse::<CalibratedFigure>().unwrap_err();
+        assert!(err.contains("`peak_tflops.fp16`"), "{err}");
+        assert!(err.contains("dram_bandwidth_bytes_per_s"), "{err}");
+        assert!(err.contains("bf16"), "{err}");
+    }
 }

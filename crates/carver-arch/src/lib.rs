@@ -18,14 +18,16 @@
 mod calibration;
 mod db;
 mod error;
+mod field;
 mod model;
 mod paths;
 mod schema;
 mod validate;
 
-pub use calibration::{CALIBRATION_FORMAT, Calibration, CalibrationStore};
+pub use calibration::{CALIBRATION_FORMAT, CalibratedFigure, Calibration, CalibrationStore};
 pub use db::{HardwareDb, parse_arch};
 pub use error::ArchError;
+pub use field::{ArchField, UnknownArchField};
 pub use model::*;
 pub use paths::{CACHE_DIR_ENV, HARDWARE_DB_ENV, cache_dir};
 pub use validate::{DERIVED_TOLERANCE, validate};

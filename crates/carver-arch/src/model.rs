@@ -10,6 +10,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::calibration::Calibration;
+use crate::field::ArchField;
 
 /// A complete hardware description.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -26,10 +27,10 @@ pub struct Arch {
     pub tensor_instructions: Vec<TensorInstruction>,
     /// Dense peak throughput per compute class.
     pub peak: BTreeMap<ComputeClass, Peak>,
-    /// Dotted paths of figures that are estimates rather than published or queried values
-    /// (for example `"l2.bandwidth_bytes_per_s"`).
+    /// Figures that are estimates rather than published or queried values, written as their
+    /// dotted paths (for example `"l2.bandwidth_bytes_per_s"`).
     #[serde(default)]
-    pub estimated: BTreeSet<String>,
+    pub estimated: BTreeSet<ArchField>,
     /// Where this description came from; filled in by the loader, never read from a file.
     #[serde(skip_deserializing, default)]
     pub origin: Origin,
@@ -105,7 +106,8 @@ pub struct DeviceMemory {
     pub kind: String,
     pub capacity_bytes: u64,
     pub bus_width_bits: u32,
-    /// Memory clock as NVML and the driver report it; bandwidth = 2 x this x bus width / 8.
+    /// Memory clock as NVML and the driver report it; bandwidth = 2 x this x bus width / 8
+    /// ([`DeviceMemory::bandwidth_from_clock`]).
     pub memory_clock_mhz: f64,
     /// Vendor figure for DRAM bandwidth.
     pub bandwidth_bytes_per_s: f64,
@@ -113,6 +115,13 @@ pub struct DeviceMemory {
     pub sector_bytes: u32,
     /// Cache-line size; a warp's fully coalesced access.
     pub line_bytes: u32,
+}
+
+impl DeviceMemory {
+    /// DRAM bandwidth in B/s implied by a memory clock and a bus width: two transfers per clock.
+    pub fn bandwidth_from_clock(memory_clock_mhz: f64, bus_width_bits: u32) -> f64 {
+        2.0 * memory_clock_mhz * 1e6 * f64::from(bus_width_bits) / 8.0
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -282,6 +291,35 @@ pub struct Peak {
     pub clock_mhz: Option<f64>,
 }
 
+/// Dense throughput in TFLOP/s of `units` units (SMs, or tensor cores) each doing
+/// `ops_per_clock` operations per clock at `clock_mhz`.
+pub fn throughput_tflops(units: f64, ops_per_clock: f64, clock_mhz: f64) -> f64 {
+    units * ops_per_clock * (clock_mhz * 1e6) / 1e12
+}
+
+impl Peak {
+    /// The clock this peak is quoted at: its own, else the SMs' sustained clock.
+    pub fn quoted_clock_mhz(&self, sm: &Multiprocessor) -> f64 {
+        self.clock_mhz.unwrap_or(sm.sustained_clock_mhz)
+    }
+
+    /// The peak of `class` that this entry's per-clock rate gives on `sm` at its quoted clock:
+    /// SMs x tensor cores x rate per tensor core for a tensor class, SMs x rate per SM for a SIMT
+    /// class. `None` when the entry lacks the rate its class needs.
+    pub fn derived_tflops(&self, class: ComputeClass, sm: &Multiprocessor) -> Option<f64> {
+        let sms = f64::from(sm.count);
+        let (units, rate) = if class.is_tensor() {
+            (
+                sms * f64::from(sm.tensor_cores),
+                self.flops_per_clock_per_tensor_core?,
+            )
+        } else {
+            (sms, self.flops_per_clock_per_sm?)
+        };
+        Some(throughput_tflops(units, rate, self.quoted_clock_mhz(sm)))
+    }
+}
+
 /// `major.minor`, written `"9.0"` in files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ComputeCapability {
@@ -380,17 +418,22 @@ impl Arch {
             .unwrap_or(self.l2.bandwidth_bytes_per_s)
     }
 
-    /// Shared-memory bandwidth of the whole GPU at the sustained clock, or measured.
+    /// Shared-memory bandwidth the cost model uses: measured when calibrated, else
+    /// [`Arch::derived_smem_bandwidth`].
     pub fn smem_bandwidth(&self) -> f64 {
         self.calibration
             .as_ref()
             .and_then(|c| c.smem_bandwidth_bytes_per_s)
-            .unwrap_or_else(|| {
-                f64::from(self.shared_memory.bytes_per_clock_per_sm)
-                    * f64::from(self.sm.count)
-                    * self.sm.sustained_clock_mhz
-                    * 1e6
-            })
+            .unwrap_or_else(|| self.derived_smem_bandwidth())
+    }
+
+    /// Shared-memory bandwidth of the whole GPU in B/s: bytes per clock per SM x SMs x the
+    /// sustained clock ([`DERIVED_SMEM_BANDWIDTH_INPUTS`]).
+    pub fn derived_smem_bandwidth(&self) -> f64 {
+        f64::from(self.shared_memory.bytes_per_clock_per_sm)
+            * f64::from(self.sm.count)
+            * self.sm.sustained_clock_mhz
+            * 1e6
     }
 
     /// Dense peak of a compute class in FLOP/s: measured when calibrated, else the vendor figure.
@@ -420,16 +463,31 @@ impl Arch {
             && (!class.is_tensor() || self.instructions_for(class).next().is_some())
     }
 
+    /// Whether the peak of `class` is an estimate: its entry (`peak.<class>`) or its figure
+    /// (`peak.<class>.tflops`) is listed in `estimated`.
+    pub fn peak_is_estimated(&self, class: ComputeClass) -> bool {
+        self.estimated.contains(&ArchField::Peak(class))
+            || self.estimated.contains(&ArchField::PeakTflops(class))
+    }
+
     /// Shared memory one block may use (opt-in limit).
     pub fn smem_per_block(&self) -> u64 {
         self.shared_memory.per_block_optin_bytes
     }
 
-    /// Bytes of DRAM bandwidth implied by clock and bus width: 2 transfers per clock.
+    /// DRAM bandwidth in B/s implied by this GPU's memory clock and bus width.
     pub fn derived_dram_bandwidth(&self) -> f64 {
-        2.0 * self.memory.memory_clock_mhz * 1e6 * f64::from(self.memory.bus_width_bits) / 8.0
+        DeviceMemory::bandwidth_from_clock(self.memory.memory_clock_mhz, self.memory.bus_width_bits)
     }
 }
+
+/// The figures [`Arch::derived_smem_bandwidth`] is computed from: it is an estimate when one of
+/// them is.
+pub const DERIVED_SMEM_BANDWIDTH_INPUTS: [ArchField; 3] = [
+    ArchField::SharedMemoryBytesPerClockPerSm,
+    ArchField::SmCount,
+    ArchField::SmSustainedClock,
+];
 
 /// Lower-cases and drops spaces, dashes, underscores and the `nvidia` prefix, so that
 /// `"NVIDIA H100 80GB HBM3"` and `"nvidia-h100-80gb-hbm3"` compare equal.

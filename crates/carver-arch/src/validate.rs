@@ -272,7 +272,6 @@ pub fn validate(arch: &Arch, path: &str, stem: Option<&str>) -> Result<(), ArchE
             100_000.0,
             " TFLOP/s",
         )?;
-        let clock = p.clock_mhz.unwrap_or(sm.sustained_clock_mhz) * 1e6;
         if class.is_tensor() {
             if arch.instructions_for(*class).next().is_none() {
                 return Err(c.fail(
@@ -280,13 +279,12 @@ pub fn validate(arch: &Arch, path: &str, stem: Option<&str>) -> Result<(), ArchE
                     "has a tensor-core peak but no tensor_instructions entry lists it",
                 ));
             }
-            let Some(per_tc) = p.flops_per_clock_per_tensor_core else {
+            let Some(derived) = p.derived_tflops(*class, sm) else {
                 return Err(c.fail(
                     &field,
                     "needs flops_per_clock_per_tensor_core (a tensor-core class)",
                 ));
             };
-            let derived = f64::from(sm.count) * f64::from(sm.tensor_cores) * per_tc * clock / 1e12;
             c.agrees(
                 &format!("{field}.tflops"),
                 p.tflops,
@@ -294,10 +292,9 @@ pub fn validate(arch: &Arch, path: &str, stem: Option<&str>) -> Result<(), ArchE
                 "sm.count x sm.tensor_cores x flops_per_clock_per_tensor_core x clock",
             )?;
         } else {
-            let Some(per_sm) = p.flops_per_clock_per_sm else {
+            let Some(derived) = p.derived_tflops(*class, sm) else {
                 return Err(c.fail(&field, "needs flops_per_clock_per_sm (a SIMT class)"));
             };
-            let derived = f64::from(sm.count) * per_sm * clock / 1e12;
             c.agrees(
                 &format!("{field}.tflops"),
                 p.tflops,
@@ -310,20 +307,15 @@ pub fn validate(arch: &Arch, path: &str, stem: Option<&str>) -> Result<(), ArchE
         return Err(c.fail("peak.fp32", "is required (every GPU has SIMT fp32)"));
     }
 
-    let as_value =
-        toml::Value::try_from(arch).map_err(|e| c.fail("(whole file)", e.to_string()))?;
-    for dotted in &arch.estimated {
-        let mut v = &as_value;
-        for part in dotted.split('.') {
-            match v.get(part) {
-                Some(next) => v = next,
-                None => {
-                    return Err(c.fail(
-                        "estimated",
-                        format!("names `{dotted}`, which is not a field of this description"),
-                    ));
-                }
-            }
+    // A peak field must name a class this description has a peak for.
+    for field in &arch.estimated {
+        if let Some(class) = field.peak_class()
+            && !arch.peak.contains_key(&class)
+        {
+            return Err(c.fail(
+                "estimated",
+                format!("names `{field}`, but [peak.{class}] is not a field of this description"),
+            ));
         }
     }
     Ok(())

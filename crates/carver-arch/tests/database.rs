@@ -2,13 +2,13 @@
 //! CUDA programming guide, names resolve unambiguously, and bad user files are rejected with an
 //! error that says where and why.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use carver_arch::{
-    Arch, ArchError, ComputeCapability, ComputeClass, DERIVED_TOLERANCE, Extent, HardwareDb,
-    InstructionFamily, Origin, normalize_name, parse_arch, validate,
+    Arch, ArchError, ArchField, ComputeCapability, ComputeClass, DERIVED_TOLERANCE, Extent,
+    HardwareDb, InstructionFamily, Origin, normalize_name, parse_arch, validate,
 };
 use proptest::prelude::*;
 
@@ -28,16 +28,10 @@ fn relative_gap(stated: f64, derived: f64) -> f64 {
     (stated - derived).abs() / derived
 }
 
-/// Dense peak in TFLOP/s from the per-clock rate, the unit count and the clock the figure assumes.
+/// Dense peak in TFLOP/s from the per-clock rate, the unit count and the clock the figure
+/// assumes, as the validation derives it.
 fn derived_peak_tflops(arch: &Arch, class: ComputeClass) -> f64 {
-    let peak = &arch.peak[&class];
-    let clock_hz = peak.clock_mhz.unwrap_or(arch.sm.sustained_clock_mhz) * 1e6;
-    let units_times_rate = if class.is_tensor() {
-        f64::from(arch.sm.tensor_cores) * peak.flops_per_clock_per_tensor_core.unwrap()
-    } else {
-        peak.flops_per_clock_per_sm.unwrap()
-    };
-    f64::from(arch.sm.count) * units_times_rate * clock_hz / 1e12
+    arch.peak[&class].derived_tflops(class, &arch.sm).unwrap()
 }
 
 #[test]
@@ -417,7 +411,10 @@ fn every_estimate_is_explained_in_the_sources() {
     for arch in shipped().iter() {
         for path in &arch.estimated {
             assert!(
-                arch.gpu.sources.iter().any(|s| s.contains(path.as_str())),
+                arch.gpu
+                    .sources
+                    .iter()
+                    .any(|s| s.contains(path.path().as_ref())),
                 "{}: `{path}` is marked estimated but no source says how it was estimated",
                 arch.key()
             );
@@ -542,14 +539,66 @@ fn estimated_path_that_names_no_field_is_rejected() {
     let text = replace_once(
         &h100_text(),
         r#"estimated = []"#,
-        r#"estimated = ["l2.latency_ns"]"#,
+        r#"estimated = ["l2.bandwidth_bytes_per_s", "l2.latency_ns"]"#,
     );
     let err = expect_rejected(
         "h100-sxm.toml",
         &text,
-        &["estimated", "l2.latency_ns", "not a field"],
+        &[
+            "estimated",
+            "`l2.latency_ns`",
+            "accepted: gpu.name",
+            "l2.bandwidth_bytes_per_s",
+            "peak.<class>.tflops",
+        ],
+    );
+    assert!(matches!(err, ArchError::Parse { .. }), "{err:?}");
+}
+
+#[test]
+fn estimated_peak_of_a_class_without_a_peak_is_rejected() {
+    let a100 = fs::read_to_string(shipped_dir().join("a100-sxm4-80gb.toml")).unwrap();
+    let text = replace_once(
+        &a100,
+        r#"estimated = ["l2.bandwidth_bytes_per_s"]"#,
+        r#"estimated = ["peak.fp8.tflops"]"#,
+    );
+    let err = expect_rejected(
+        "a100-sxm4-80gb.toml",
+        &text,
+        &["estimated", "peak.fp8.tflops", "not a field"],
     );
     assert!(matches!(err, ArchError::Invalid { ref field, .. } if field == "estimated"));
+}
+
+#[test]
+fn estimated_fields_are_written_back_as_they_were_read() {
+    for arch in shipped().iter() {
+        let written = toml::Value::try_from(arch).unwrap();
+        let reread: BTreeSet<ArchField> = written["estimated"].clone().try_into().unwrap();
+        assert_eq!(reread, arch.estimated, "{}", arch.key());
+        let json = serde_json::to_value(arch).unwrap();
+        let paths: Vec<String> = arch.estimated.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            json["estimated"],
+            serde_json::json!(paths),
+            "{}",
+            arch.key()
+        );
+    }
+    let db = shipped();
+    let a6000 = db.get("rtx-a6000").unwrap();
+    let json = serde_json::to_value(a6000).unwrap();
+    // Listed in path order, exactly as the file spells them.
+    assert_eq!(
+        json["estimated"],
+        serde_json::json!([
+            "l2.bandwidth_bytes_per_s",
+            "memory.memory_clock_mhz",
+            "peak.int8.tflops",
+            "peak.tf32.tflops"
+        ])
+    );
 }
 
 #[test]

@@ -245,7 +245,12 @@ pub fn describe(a: &ArchDescription) -> String {
     // The map is ordered as the classes are declared.
     for (class, p) in &a.peak {
         let clock = p.clock_mhz.unwrap_or(a.sm.sustained_clock_mhz);
-        let estimated = est(&format!("peak.{class}.tflops"));
+        // A peak is estimated as a whole (`peak.bf16`) or in its figure (`peak.bf16.tflops`).
+        let estimated = if est(&format!("peak.{class}")).is_empty() {
+            est(&format!("peak.{class}.tflops"))
+        } else {
+            " (estimated)"
+        };
         rows.push(vec![
             format!("peak {class}"),
             format!("{:.1} TFLOP/s dense at {clock:.0} MHz{estimated}", p.tflops),
@@ -279,7 +284,11 @@ pub fn describe(a: &ArchDescription) -> String {
     if !a.estimated.is_empty() {
         rows.push(vec![
             "estimated".into(),
-            a.estimated.iter().cloned().collect::<Vec<_>>().join(", "),
+            a.estimated
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
         ]);
     }
     for s in &a.gpu.sources {

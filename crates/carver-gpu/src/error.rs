@@ -44,7 +44,7 @@ pub enum GpuError {
         source: nvml_wrapper::error::NvmlError,
     },
 
-    #[error("NVRTC could not compile the {kernel} microbenchmark: {reason}")]
+    #[error("NVRTC could not compile carver's {kernel} kernels: {reason}")]
     Compile {
         kernel: &'static str,
         reason: String,
@@ -85,7 +85,13 @@ pub enum GpuError {
     KernelCompile { kernel: String, log: String },
 
     #[error("the cuda-sm90 kernel cannot run {config}: {reason}")]
-    UnsupportedConfig { config: String, reason: String },
+    UnsupportedConfig {
+        config: String,
+        reason: carver::family::ConfigError,
+    },
+
+    #[error("the cuda-sm90 kernel {config} cannot be placed on this GPU: {reason}")]
+    NotPlaceable { config: String, reason: String },
 
     #[error(
         "the cuda-sm90 kernel {config} spills registers ({registers} registers, {store_bytes} B spill stores, {load_bytes} B spill loads); rejected"

@@ -17,6 +17,7 @@
 //! `CandidateMeasurement` and `RepackInfo`, ...), which is what the CLI prints.
 
 mod calibrate;
+mod cuda;
 mod detect;
 mod driver;
 mod error;
@@ -25,17 +26,18 @@ mod live;
 mod query;
 mod schema;
 pub mod sm90;
+mod timing;
 pub mod tune;
 
 pub use calibrate::{
-    CalibrationOptions, CalibrationOutcome, MeasuredFigure, RateSummary, Step, calibrate,
+    CalibrationOptions, CalibrationOutcome, MeasuredFigure, Step, calibrate,
     compile_calibration_kernels,
 };
 pub use detect::{DetectedGpu, detect, detect_all, detect_arch, device_count};
 pub use driver::driver_present;
 pub use error::{GpuError, OFFLINE_HINT};
 pub use live::{
-    L2_TO_DRAM_ESTIMATE, LIVE_FIELDS, LiveArch, arch_bandwidth, attach_calibration, key_from_name,
-    merge_live,
+    L2_TO_DRAM_ESTIMATE, LIVE_FIELDS, LiveArch, attach_calibration, key_from_name, merge_live,
 };
 pub use query::{DriverQuery, NvmlQuery, format_cuda_version, format_uuid};
+pub use timing::{RateSummary, Timing};

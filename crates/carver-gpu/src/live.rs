@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use carver_arch::{
-    Arch, CalibrationStore, ComputeClass, DERIVED_TOLERANCE, DeviceMemory, GpuIdentity, HardwareDb,
-    L2Cache, Multiprocessor, Origin, Peak, RegisterFile, SharedMemory, validate,
+    Arch, ArchField, CalibrationStore, ComputeClass, DERIVED_TOLERANCE, DeviceMemory, GpuIdentity,
+    HardwareDb, L2Cache, Multiprocessor, Origin, Peak, RegisterFile, SharedMemory,
+    throughput_tflops, validate,
 };
 
 use crate::error::GpuError;
@@ -20,28 +21,28 @@ pub const L2_TO_DRAM_ESTIMATE: f64 = 2.5;
 /// A bus this wide or wider is HBM (GDDR boards top out at 512 bits).
 const HBM_MIN_BUS_BITS: u32 = 1024;
 
-/// The dotted paths of every figure [`merge_live`] takes from the device; they are never
-/// estimates, whatever the database entry said.
-pub const LIVE_FIELDS: &[&str] = &[
-    "gpu.name",
-    "gpu.compute_capability",
-    "sm.count",
-    "sm.warp_size",
-    "sm.boost_clock_mhz",
-    "sm.max_threads",
-    "sm.max_blocks",
-    "sm.max_threads_per_block",
-    "registers.per_sm",
-    "registers.per_block",
-    "shared_memory.per_sm_bytes",
-    "shared_memory.per_block_default_bytes",
-    "shared_memory.per_block_optin_bytes",
-    "shared_memory.reserved_per_block_bytes",
-    "memory.capacity_bytes",
-    "memory.bus_width_bits",
-    "memory.memory_clock_mhz",
-    "memory.bandwidth_bytes_per_s",
-    "l2.size_bytes",
+/// Every figure [`merge_live`] takes from the device; they are never estimates, whatever the
+/// database entry said.
+pub const LIVE_FIELDS: &[ArchField] = &[
+    ArchField::GpuName,
+    ArchField::GpuComputeCapability,
+    ArchField::SmCount,
+    ArchField::SmWarpSize,
+    ArchField::SmBoostClock,
+    ArchField::SmMaxThreads,
+    ArchField::SmMaxBlocks,
+    ArchField::SmMaxThreadsPerBlock,
+    ArchField::RegistersPerSm,
+    ArchField::RegistersPerBlock,
+    ArchField::SharedMemoryPerSm,
+    ArchField::SharedMemoryPerBlockDefault,
+    ArchField::SharedMemoryPerBlockOptin,
+    ArchField::SharedMemoryReservedPerBlock,
+    ArchField::MemoryCapacity,
+    ArchField::MemoryBusWidth,
+    ArchField::MemoryClock,
+    ArchField::MemoryBandwidth,
+    ArchField::L2Size,
 ];
 
 /// The model of one live device.
@@ -74,7 +75,7 @@ pub fn merge_live(
     if arch.l2.bandwidth_bytes_per_s < arch.memory.bandwidth_bytes_per_s {
         // The stored L2 figure was written for a slower memory than this board has.
         arch.l2.bandwidth_bytes_per_s = L2_TO_DRAM_ESTIMATE * arch.memory.bandwidth_bytes_per_s;
-        arch.estimated.insert("l2.bandwidth_bytes_per_s".into());
+        arch.estimated.insert(ArchField::L2Bandwidth);
     }
     arch.gpu.sources.push(format!(
         "Live query of {} ({}) through the CUDA driver (CUDA {}) and NVML (driver {})",
@@ -127,10 +128,11 @@ fn apply_live_figures(arch: &mut Arch, d: &DriverQuery, nvml: &NvmlQuery) {
     m.capacity_bytes = d.total_memory_bytes;
     m.bus_width_bits = d.memory_bus_width_bits;
     m.memory_clock_mhz = d.memory_clock_mhz;
-    m.bandwidth_bytes_per_s = arch_bandwidth(d.memory_clock_mhz, d.memory_bus_width_bits);
+    m.bandwidth_bytes_per_s =
+        DeviceMemory::bandwidth_from_clock(d.memory_clock_mhz, d.memory_bus_width_bits);
     arch.l2.size_bytes = d.l2_size_bytes;
     for field in LIVE_FIELDS {
-        arch.estimated.remove(*field);
+        arch.estimated.remove(field);
     }
 }
 
@@ -144,17 +146,12 @@ fn live_boost_clock(d: &DriverQuery, nvml: &NvmlQuery) -> f64 {
     }
 }
 
-/// DRAM bandwidth from the memory clock and bus width: two transfers per clock.
-pub fn arch_bandwidth(memory_clock_mhz: f64, bus_width_bits: u32) -> f64 {
-    2.0 * memory_clock_mhz * 1e6 * f64::from(bus_width_bits) / 8.0
-}
-
 /// Keeps the stored clock assumptions consistent with the boost clock the device reported.
 fn reconcile_clocks(arch: &mut Arch, stored_boost: f64) {
     let boost = arch.sm.boost_clock_mhz;
     if arch.sm.sustained_clock_mhz > boost {
         arch.sm.sustained_clock_mhz = boost;
-        arch.estimated.insert("sm.sustained_clock_mhz".into());
+        arch.estimated.insert(ArchField::SmSustainedClock);
     }
     for (class, peak) in &mut arch.peak {
         let Some(clock) = peak.clock_mhz else {
@@ -165,29 +162,24 @@ fn reconcile_clocks(arch: &mut Arch, stored_boost: f64) {
         let quoted_at_boost = (clock - stored_boost).abs() < 0.5;
         if (quoted_at_boost || clock > boost) && (clock - boost).abs() >= 0.5 {
             peak.clock_mhz = Some(boost);
-            arch.estimated.insert(format!("peak.{class}"));
+            arch.estimated.insert(ArchField::Peak(*class));
         }
     }
 }
 
 /// Recomputes any peak that no longer agrees with the live SM count and clocks.
 fn reconcile_peaks(arch: &mut Arch) {
-    let sms = f64::from(arch.sm.count);
-    let tensor_cores = f64::from(arch.sm.tensor_cores);
-    let sustained = arch.sm.sustained_clock_mhz;
-    for (class, peak) in &mut arch.peak {
-        let clock_hz = peak.clock_mhz.unwrap_or(sustained) * 1e6;
-        let derived = if class.is_tensor() {
-            peak.flops_per_clock_per_tensor_core
-                .map(|r| sms * tensor_cores * r * clock_hz / 1e12)
-        } else {
-            peak.flops_per_clock_per_sm
-                .map(|r| sms * r * clock_hz / 1e12)
-        };
-        if let Some(derived) = derived {
+    let Arch {
+        sm,
+        peak: peaks,
+        estimated,
+        ..
+    } = arch;
+    for (class, peak) in peaks.iter_mut() {
+        if let Some(derived) = peak.derived_tflops(*class, sm) {
             if (peak.tflops - derived).abs() > DERIVED_TOLERANCE * derived {
                 peak.tflops = derived;
-                arch.estimated.insert(format!("peak.{class}"));
+                estimated.insert(ArchField::Peak(*class));
             }
         }
     }
@@ -217,22 +209,22 @@ pub fn key_from_name(name: &str) -> String {
 /// are listed in `estimated`.
 fn estimate_unknown(d: &DriverQuery, boost: f64) -> Arch {
     let (generation, exact) = generation_for(d.compute_capability);
-    let dram = arch_bandwidth(d.memory_clock_mhz, d.memory_bus_width_bits);
-    let mut estimated: Vec<String> = vec![
-        "sm.sustained_clock_mhz".into(),
-        "sm.tensor_cores".into(),
-        "shared_memory.bytes_per_clock_per_sm".into(),
-        "memory.kind".into(),
-        "l2.bandwidth_bytes_per_s".into(),
+    let dram = DeviceMemory::bandwidth_from_clock(d.memory_clock_mhz, d.memory_bus_width_bits);
+    let mut estimated = vec![
+        ArchField::SmSustainedClock,
+        ArchField::SmTensorCores,
+        ArchField::SharedMemoryBytesPerClockPerSm,
+        ArchField::MemoryKind,
+        ArchField::L2Bandwidth,
     ];
     if !exact {
-        estimated.push("gpu.architecture".into());
+        estimated.push(ArchField::GpuArchitecture);
     }
     if !generation.instructions.is_empty() {
-        estimated.push("tensor_instructions".into());
+        estimated.push(ArchField::TensorInstructions);
     }
     let peak = generation_peaks(generation, d.sm_count, boost);
-    estimated.extend(peak.keys().map(|c| format!("peak.{c}")));
+    estimated.extend(peak.keys().map(|&c| ArchField::Peak(c)));
     let mut sources = vec![format!(
         "No hardware-db entry matched; figures the device does not report are estimated from the \
          compute capability {} generation table in carver-gpu ({})",
@@ -323,12 +315,12 @@ fn generation_peaks(
     sm_count: u32,
     clock_mhz: f64,
 ) -> BTreeMap<ComputeClass, Peak> {
-    let tflops =
-        |per_sm_per_clock: f64| f64::from(sm_count) * per_sm_per_clock * clock_mhz * 1e6 / 1e12;
+    let sms = f64::from(sm_count);
+    let tensor_cores = sms * f64::from(generation.tensor_cores_per_sm);
     let mut peaks = BTreeMap::new();
     for &(class, rate) in generation.tensor_rates {
         let peak = Peak {
-            tflops: tflops(rate * f64::from(generation.tensor_cores_per_sm)),
+            tflops: throughput_tflops(tensor_cores, rate, clock_mhz),
             flops_per_clock_per_tensor_core: Some(rate),
             flops_per_clock_per_sm: None,
             clock_mhz: None,
@@ -340,7 +332,7 @@ fn generation_peaks(
         (ComputeClass::Fp64, generation.fp64_per_clock_per_sm),
     ] {
         let peak = Peak {
-            tflops: tflops(rate),
+            tflops: throughput_tflops(sms, rate, clock_mhz),
             flops_per_clock_per_tensor_core: None,
             flops_per_clock_per_sm: Some(rate),
             clock_mhz: None,

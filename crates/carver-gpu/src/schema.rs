@@ -77,7 +77,7 @@ impl From<&NvmlQuery> for schema::NvmlQuery {
 impl From<&MeasuredFigure> for schema::MeasuredFigure {
     fn from(f: &MeasuredFigure) -> Self {
         Self {
-            field: f.field.clone(),
+            field: f.field.to_string(),
             label: f.label.clone(),
             unit: f.unit.clone(),
             measured: f.measured,

@@ -1,7 +1,10 @@
-//! The calibration microbenchmarks compile with NVRTC for every family carver estimates. Needs
-//! libnvrtc (the `nvidia-cuda-nvrtc` wheel is enough), not a GPU; skipped without it.
+//! The run-time compiled helper sources compile with NVRTC, each with the shared helpers of
+//! `src/cuda/common.cuh` in front: the calibration microbenchmarks for every generation carver
+//! estimates, the tuning worker's helpers for sm_90. Needs libnvrtc (the `nvidia-cuda-nvrtc`
+//! wheel is enough), not a GPU; skipped without it.
 
 use carver_arch::ComputeCapability;
+use carver_gpu::tune::compile_worker_helpers;
 use carver_gpu::{GpuError, compile_calibration_kernels};
 
 #[test]
@@ -15,14 +18,7 @@ fn calibration_kernels_compile_for_every_tensor_core_family() {
             }
             Err(e) => panic!("sm_{major}{minor}: {e}"),
         };
-        for entry in [
-            "fill_u32",
-            "fill_f16",
-            "fill_bf16",
-            "poison_u16",
-            "l2_read",
-            "smem_read",
-        ] {
+        for entry in ["fill_u32", "fill_16", "poison_u16", "l2_read", "smem_read"] {
             assert!(
                 ptx.contains(&format!(".entry {entry}(")),
                 "sm_{major}{minor}: no {entry}"
@@ -40,4 +36,22 @@ fn calibration_kernels_compile_for_every_tensor_core_family() {
             "sm_{major}{minor}"
         );
     }
+}
+
+#[test]
+fn tuning_worker_helpers_compile_for_hopper() {
+    let ptx = match compile_worker_helpers() {
+        Ok(ptx) => ptx,
+        Err(GpuError::MissingLibrary { .. }) => {
+            eprintln!("skipped: libnvrtc is not installed on this machine");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    for entry in ["fill_16", "poison_u16", "diff_16"] {
+        assert!(ptx.contains(&format!(".entry {entry}(")), "no {entry}");
+    }
+    assert!(ptx.contains(".target sm_90"));
+    // The output check accumulates in f64 with reductions, not a loop of atomics per element.
+    assert!(ptx.contains("red.global.add.f64"));
 }

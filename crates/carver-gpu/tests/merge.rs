@@ -1,13 +1,18 @@
 //! The pure part of live detection: merging made-up device answers into a model. No GPU needed.
 
 use carver_arch::{
-    CALIBRATION_FORMAT, Calibration, CalibrationStore, ComputeCapability, ComputeClass, HardwareDb,
-    InstructionFamily, Origin, validate,
+    ArchField, CALIBRATION_FORMAT, Calibration, CalibrationStore, ComputeCapability, ComputeClass,
+    HardwareDb, InstructionFamily, Origin, validate,
 };
 use carver_gpu::{
     DriverQuery, L2_TO_DRAM_ESTIMATE, LIVE_FIELDS, NvmlQuery, attach_calibration, key_from_name,
     merge_live,
 };
+
+/// The figure named by a dotted path, as a hardware-db file writes it.
+fn field(path: &str) -> ArchField {
+    path.parse().unwrap()
+}
 
 const H100_UUID: &str = "GPU-12345678-9abc-def0-0123-456789abcdef";
 
@@ -125,10 +130,10 @@ fn every_reported_figure_replaces_the_stored_one() {
     // Fewer SMs: the stored tensor peaks no longer hold and are recomputed, marked as estimates.
     let f16 = &a.peak[&ComputeClass::F16];
     assert!((f16.tflops - 114.0 * 4.0 * 1024.0 * 1830e6 / 1e12).abs() < 1e-9);
-    assert!(a.estimated.contains("peak.f16"));
+    assert!(a.estimated.contains(&field("peak.f16")));
     // The fp32 peak was quoted at the stored boost clock (1980): it now holds at 1900.
     assert_eq!(a.peak[&ComputeClass::Fp32].clock_mhz, Some(1900.0));
-    assert!(a.estimated.contains("peak.fp32"));
+    assert!(a.estimated.contains(&field("peak.fp32")));
     validate(&a, "test", None).unwrap();
 }
 
@@ -141,7 +146,7 @@ fn a_boost_clock_below_the_stored_sustained_clock_lowers_it() {
     let a = merge_live(&db, &d, &nvml).unwrap().arch;
     assert_eq!(a.sm.boost_clock_mhz, 1600.0);
     assert_eq!(a.sm.sustained_clock_mhz, 1600.0);
-    assert!(a.estimated.contains("sm.sustained_clock_mhz"));
+    assert!(a.estimated.contains(&field("sm.sustained_clock_mhz")));
     validate(&a, "test", None).unwrap();
 }
 
@@ -159,18 +164,18 @@ fn the_driver_clock_stands_in_when_nvml_reports_none() {
 fn a_figure_the_device_reports_is_never_left_marked_as_estimated() {
     let mut db = db();
     let mut entry = db.get("h100-sxm").unwrap().clone();
-    entry.estimated.insert("sm.count".into());
+    entry.estimated.insert(field("sm.count"));
     entry
         .estimated
-        .insert("memory.bandwidth_bytes_per_s".into());
+        .insert(field("memory.bandwidth_bytes_per_s"));
     // A figure the driver does not report (L2 bandwidth) keeps its mark.
-    entry.estimated.insert("l2.bandwidth_bytes_per_s".into());
+    entry.estimated.insert(field("l2.bandwidth_bytes_per_s"));
     db.insert(entry);
     let d = h100_driver();
     let a = merge_live(&db, &d, &nvml_for(&d)).unwrap().arch;
-    assert!(!a.estimated.contains("sm.count"));
-    assert!(!a.estimated.contains("memory.bandwidth_bytes_per_s"));
-    assert!(a.estimated.contains("l2.bandwidth_bytes_per_s"));
+    assert!(!a.estimated.contains(&field("sm.count")));
+    assert!(!a.estimated.contains(&field("memory.bandwidth_bytes_per_s")));
+    assert!(a.estimated.contains(&field("l2.bandwidth_bytes_per_s")));
 }
 
 #[test]
@@ -178,8 +183,9 @@ fn every_live_field_is_a_real_path_of_the_model() {
     let db = db();
     let d = h100_driver();
     let mut a = merge_live(&db, &d, &nvml_for(&d)).unwrap().arch;
-    for field in LIVE_FIELDS {
-        a.estimated.insert((*field).to_string());
+    for live in LIVE_FIELDS {
+        assert_eq!(field(&live.to_string()), *live);
+        a.estimated.insert(*live);
     }
     validate(&a, "test", None).unwrap();
 }
@@ -194,7 +200,7 @@ fn a_different_compute_capability_does_not_match() {
     assert_eq!(live.arch.key(), "h100-80gb-hbm3");
     // 9.1 has no row of its own: the Hopper row stands in and the architecture is a guess.
     assert_eq!(live.arch.gpu.architecture, "hopper");
-    assert!(live.arch.estimated.contains("gpu.architecture"));
+    assert!(live.arch.estimated.contains(&field("gpu.architecture")));
     assert_eq!(
         live.arch.origin,
         Origin::Live {
@@ -256,7 +262,7 @@ fn a_gpu_missing_from_the_database_gets_a_complete_estimated_model() {
             .any(|i| i.family == InstructionFamily::MmaSync)
     );
     assert!(!a.supports(ComputeClass::Fp8));
-    for field in [
+    for path in [
         "sm.sustained_clock_mhz",
         "sm.tensor_cores",
         "shared_memory.bytes_per_clock_per_sm",
@@ -271,16 +277,16 @@ fn a_gpu_missing_from_the_database_gets_a_complete_estimated_model() {
         "peak.fp64",
     ] {
         assert!(
-            a.estimated.contains(field),
-            "{field} should be marked estimated"
+            a.estimated.contains(&field(path)),
+            "{path} should be marked estimated"
         );
     }
     // A row exists for 8.6, so the architecture name is not a guess; nor is anything reported.
-    assert!(!a.estimated.contains("gpu.architecture"));
-    for field in LIVE_FIELDS {
+    assert!(!a.estimated.contains(&field("gpu.architecture")));
+    for live in LIVE_FIELDS {
         assert!(
-            !a.estimated.contains(*field),
-            "{field} was reported by the device"
+            !a.estimated.contains(live),
+            "{live} was reported by the device"
         );
     }
     assert!(a.gpu.sources.iter().any(|s| s.contains("generation table")));
@@ -297,7 +303,7 @@ fn a_future_gpu_borrows_the_newest_family_and_says_so() {
     let a = merge_live(&db, &d, &nvml_for(&d)).unwrap().arch;
     validate(&a, "test", None).unwrap();
     assert_eq!(a.gpu.architecture, "blackwell");
-    assert!(a.estimated.contains("gpu.architecture"));
+    assert!(a.estimated.contains(&field("gpu.architecture")));
     assert_eq!(a.memory.kind, "HBM");
 }
 
@@ -328,7 +334,7 @@ fn a_gpu_without_tensor_cores_gets_simt_peaks_only() {
         a.peak.keys().copied().collect::<Vec<_>>(),
         vec![ComputeClass::Fp32, ComputeClass::Fp64]
     );
-    assert!(!a.estimated.contains("tensor_instructions"));
+    assert!(!a.estimated.contains(&field("tensor_instructions")));
 }
 
 #[test]

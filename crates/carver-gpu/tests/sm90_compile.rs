@@ -6,7 +6,7 @@
 //! Needs libnvrtc, not a GPU: `scripts/test` installs the `nvidia-cuda-nvrtc` wheel and puts its
 //! lib folder on `LD_LIBRARY_PATH`. Skipped, saying why, when libnvrtc cannot be loaded.
 
-use carver::family::Sm90Params;
+use carver::family::{ConfigError, Sm90Params, Sm90Violation};
 use carver::{DType, Layout};
 use carver_gpu::GpuError;
 use carver_gpu::sm90::{
@@ -126,7 +126,10 @@ fn unsupported_configs_are_refused_before_compiling() {
     let mut s = spec((128, 128, 4, 2), false, Layout::Row, DType::Bf16);
     s.params.cluster_m = 3;
     match compile_kernel(&s) {
-        Err(GpuError::UnsupportedConfig { reason, .. }) => assert!(reason.contains("cluster")),
+        Err(GpuError::UnsupportedConfig { reason, .. }) => assert_eq!(
+            reason,
+            ConfigError::Sm90(Sm90Violation::ClusterM { cluster_m: 3 })
+        ),
         Err(e) => panic!("{e}"),
         Ok(k) => panic!("{} compiled", k.spec.label()),
     }

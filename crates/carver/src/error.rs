@@ -1,5 +1,7 @@
 use thiserror::Error;
 
+use crate::family::ConfigError;
+
 /// Why a recommendation could not be made.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum CarverError {
@@ -25,10 +27,16 @@ pub enum CarverError {
     #[error("top-k `{0}` is not a whole number: accepted 1 to {max}", max = crate::TopK::MAX)]
     TopKNotANumber(String),
 
-    #[error("no legal configuration of target `{target}` fits {arch} for this problem: {reason}")]
-    NoLegalConfig {
+    #[error(
+        "no legal configuration of target `{target}` fits {arch} for this problem: every configuration of its space breaks a tile rule of the family or exceeds the shared memory, registers or threads of this GPU"
+    )]
+    NoLegalConfig { target: String, arch: String },
+
+    /// One given configuration (in the target's own parameters) cannot be used.
+    #[error("this configuration of target `{target}` cannot run on {arch}: {reason}")]
+    IllegalConfig {
         target: String,
         arch: String,
-        reason: String,
+        reason: ConfigError,
     },
 }

@@ -34,7 +34,7 @@ use carver_arch::Arch;
 
 pub use dtype::{DType, Layout};
 pub use error::CarverError;
-pub use family::{Family, FamilyRules};
+pub use family::{ConfigError, Family, FamilyRules};
 pub use prediction::{Bound, Breakdown, Hint, Prediction};
 pub use problem::Problem;
 pub use template::MatmulTemplate;
@@ -54,9 +54,6 @@ pub fn recommend_hints(
     let no_legal = || CarverError::NoLegalConfig {
         target: template.family.to_string(),
         arch: arch.key().to_string(),
-        reason: "every configuration of its space breaks a tile rule of the family or exceeds the \
-                 shared memory, registers or threads of this GPU"
-            .into(),
     };
     // The policy prices nothing when the arch has no peak for the problem's compute class.
     let pricer = cost::Pricer::new(family, &problem, arch).ok_or_else(no_legal)?;
@@ -107,7 +104,6 @@ pub fn rank_every_config(template: &MatmulTemplate, arch: &Arch) -> Result<Vec<H
         return Err(CarverError::NoLegalConfig {
             target: template.family.to_string(),
             arch: arch.key().to_string(),
-            reason: "no configuration of its space is legal for this problem on this GPU".into(),
         });
     }
     Ok(hints)
@@ -122,7 +118,7 @@ pub fn predict_native(
 ) -> Result<(TileConfig, Prediction), CarverError> {
     let problem = template.validate(arch)?;
     let family = template.family.rules();
-    let illegal = |reason: String| CarverError::NoLegalConfig {
+    let illegal = |reason: ConfigError| CarverError::IllegalConfig {
         target: template.family.to_string(),
         arch: arch.key().to_string(),
         reason,
@@ -132,6 +128,6 @@ pub fn predict_native(
         .map_err(illegal)?;
     let res = family::check_config(family, &tile, &problem, arch).map_err(illegal)?;
     let prediction = cost::predict(family, &problem, &tile, res, arch)
-        .ok_or_else(|| illegal("no block of this configuration fits on an SM".into()))?;
+        .ok_or_else(|| illegal(ConfigError::NoBlockPerSm))?;
     Ok((tile, prediction))
 }

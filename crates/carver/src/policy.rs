@@ -433,12 +433,8 @@ fn legal_at_shallowest(
     arch: &Arch,
 ) -> Option<Resources> {
     let res = family.resources(tile, p);
-    // A cheap numeric fit test first: the full check explains failures in words.
-    let fits = res.smem_bytes <= arch.shared_memory.per_block_optin_bytes
-        && res.registers_per_thread <= arch.registers.per_thread_max
-        && res.registers_per_thread * tile.threads() <= arch.registers.per_block
-        && tile.threads() <= arch.sm.max_threads_per_block;
-    (fits && family.check_rules(tile, p, arch).is_ok() && check_fits(tile, res, arch).is_ok())
+    // The numeric limits first: they reject more tiles than the family's rules, more cheaply.
+    (check_fits(tile, res, arch).is_ok() && family.check_rules(tile, p, arch).is_ok())
         .then_some(res)
 }
 

@@ -94,7 +94,11 @@ fn cuda_sm90_refuses_what_it_cannot_run() {
         .with_dtype(DType::F32)
         .with_family(Family::CudaSm90);
     let err = recommend_hints(&tpl, &h100(), TopK::DEFAULT).unwrap_err();
-    assert!(err.to_string().contains("f16 or bf16"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("inputs are f32; accepted: bf16, f16"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -139,4 +143,60 @@ fn unaligned_and_tiny_shapes_still_get_hints_for_triton() {
         .unwrap();
         assert!(!hints.is_empty(), "{m}x{n}x{k}");
     }
+}
+
+#[test]
+fn an_illegal_native_config_is_rejected_with_its_rule() {
+    use carver::{ConfigError, predict_native};
+    let arch = h100();
+    let tpl = MatmulTemplate::new(1024, 1024, 1024).with_family(Family::Triton);
+    let config = |block_m: u32| {
+        serde_json::json!({
+            "kwargs": {"BLOCK_SIZE_M": block_m, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32},
+            "num_warps": 4,
+            "num_stages": 3,
+        })
+    };
+    assert!(predict_native(&tpl, &arch, &config(64)).is_ok());
+    let err = predict_native(&tpl, &arch, &config(24)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CarverError::IllegalConfig {
+                reason: ConfigError::Rule {
+                    family: Family::Triton,
+                    ..
+                },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("BLOCK_SIZE_M = 24; Triton needs a power of two of at least 16"),
+        "{err}"
+    );
+    let err = predict_native(&tpl, &arch, &serde_json::json!({"num_warps": 4})).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CarverError::IllegalConfig {
+                reason: ConfigError::Native { ref field, .. },
+                ..
+            } if field == "kwargs"
+        ),
+        "{err:?}"
+    );
+    // cuda-sm90: a rule of the family, named by the family's own check.
+    let tpl = MatmulTemplate::new(1024, 1024, 1024).with_family(Family::CudaSm90);
+    let native = serde_json::json!({
+        "block_m": 128, "block_n": 128, "block_k": 64, "stages": 12, "consumers": 2,
+        "group_m": 8, "cluster_m": 1, "persistent": false,
+    });
+    let err = predict_native(&tpl, &arch, &native).unwrap_err();
+    assert!(
+        err.to_string().contains("stages = 12; accepted: 2 to 8"),
+        "{err}"
+    );
 }

@@ -1,56 +1,13 @@
-// Microbenchmarks of `carver arch calibrate`, compiled at run time with NVRTC.
-// No headers: NVRTC has no <cstdint>, and these kernels need nothing beyond built-ins.
-
-typedef unsigned int u32;
-typedef unsigned long long u64;
-typedef unsigned short u16;
+// Microbenchmarks of `carver arch calibrate`, compiled at run time with NVRTC after
+// ../cuda/common.cuh (types, random numbers, fill_16 and poison_u16).
 
 // A value that the accumulated XOR of real data practically never equals; the store under it
 // keeps every load alive without adding traffic.
 #define SINK_MAGIC 0x5eed5eedu
 
-// splitmix64 finalizer: a good hash of consecutive integers.
-__device__ __forceinline__ u64 mix(u64 x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-// Uniform in [-1, 1).
-__device__ __forceinline__ float uniform(u64 i, u64 seed) {
-    return (float)(u32)(mix(seed * 0x100000001B3ull + i) >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
-
 extern "C" __global__ void fill_u32(u32* out, u64 n, u64 seed) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+    GRID_STRIDE_LOOP(i, n) {
         out[i] = (u32)mix(seed * 0x100000001B3ull + i);
-    }
-}
-
-extern "C" __global__ void fill_f16(u16* out, u64 n, u64 seed) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        float v = uniform(i, seed);
-        u16 h;
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-        out[i] = h;
-    }
-}
-
-extern "C" __global__ void fill_bf16(u16* out, u64 n, u64 seed) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        float v = uniform(i, seed);
-        u32 bits;
-        asm("mov.b32 %0, %1;" : "=r"(bits) : "f"(v));
-        bits += 0x7FFFu + ((bits >> 16) & 1u);  // round to nearest even (v is finite)
-        out[i] = (u16)(bits >> 16);
-    }
-}
-
-// Sets n 16-bit words to a NaN pattern, so that an unwritten output cannot pass for a result.
-extern "C" __global__ void poison_u16(u16* out, u64 n) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        out[i] = 0xFFFFu;
     }
 }
 

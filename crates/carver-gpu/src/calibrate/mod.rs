@@ -4,27 +4,38 @@
 //! NVRTC-compiled read kernels on every SM; tensor-core throughput from cuBLAS GEMMs on random
 //! data. Every figure is the median of many runs timed with CUDA events after a warm-up.
 
-mod stats;
+mod gemm_check;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use carver_arch::{CALIBRATION_FORMAT, Calibration, ComputeCapability, ComputeClass, HardwareDb};
+use carver_arch::{
+    ArchField, CALIBRATION_FORMAT, CalibratedFigure, Calibration, ComputeCapability, ComputeClass,
+    DERIVED_SMEM_BANDWIDTH_INPUTS, HardwareDb,
+};
 use cudarc::cublas::{CudaBlas, result as cublas_result, sys as cublas_sys};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut,
     LaunchConfig, PushKernelArg, sys,
 };
-use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
+use cudarc::nvrtc::Ptx;
 use serde::Serialize;
 
-pub use stats::{RateSummary, bf16_to_f32, dot_error, f16_to_f32, summarize};
+pub use gemm_check::{bf16_to_f32, dot_error, f16_to_f32};
 
+use crate::cuda::compile_ptx;
 use crate::detect::{DetectedGpu, detect};
 use crate::driver::{driver_err, guarded};
 use crate::error::GpuError;
+use crate::timing::{EventTimer, RateSummary, RunCount, Timing, TimingPlan, Warmup};
 
-const KERNELS: &str = include_str!("kernels.cu");
+/// The microbenchmarks after the helpers they share with the tuning worker (`#line` keeps
+/// NVRTC's line numbers those of kernels.cu).
+const KERNELS: &str = concat!(
+    include_str!("../cuda/common.cuh"),
+    "#line 1 \"kernels.cu\"\n",
+    include_str!("kernels.cu")
+);
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -74,7 +85,7 @@ impl Default for CalibrationOptions {
 #[derive(Clone, Debug, Serialize)]
 pub struct MeasuredFigure {
     /// The calibration field it fills (`dram_bandwidth_bytes_per_s`, `peak_tflops.bf16`, ...).
-    pub field: String,
+    pub field: CalibratedFigure,
     pub label: String,
     /// `B/s` or `TFLOP/s`.
     pub unit: String,
@@ -164,27 +175,7 @@ pub fn calibrate(
         method: Default::default(),
     };
     for f in &figures {
-        match f.field.as_str() {
-            "dram_bandwidth_bytes_per_s" => {
-                calibration.dram_bandwidth_bytes_per_s = Some(f.measured)
-            }
-            "l2_bandwidth_bytes_per_s" => calibration.l2_bandwidth_bytes_per_s = Some(f.measured),
-            "smem_bandwidth_bytes_per_s" => {
-                calibration.smem_bandwidth_bytes_per_s = Some(f.measured)
-            }
-            "peak_tflops.bf16" => {
-                calibration
-                    .peak_tflops
-                    .insert(ComputeClass::Bf16, f.measured);
-            }
-            "peak_tflops.f16" => {
-                calibration
-                    .peak_tflops
-                    .insert(ComputeClass::F16, f.measured);
-            }
-            other => unreachable!("measure() produced an unknown field {other}"),
-        }
-        calibration.method.insert(f.field.clone(), f.method.clone());
+        calibration.record(f.field, f.measured, f.method.clone());
     }
     Ok(CalibrationOutcome {
         device,
@@ -196,44 +187,25 @@ pub fn calibrate(
 /// The calibration microbenchmarks compiled to PTX for a compute capability (the driver
 /// finishes the compilation when the module is loaded). Needs libnvrtc, not a GPU.
 pub fn compile_calibration_kernels(cc: ComputeCapability) -> Result<String, GpuError> {
-    // SAFETY: only tries to dlopen the candidate names.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(GpuError::MissingLibrary {
-            library: "libnvrtc (CUDA NVRTC)",
-            why: "calibration compiles its L2 and shared-memory microbenchmarks at run time",
-        });
-    }
-    let options = CompileOptions {
-        options: vec![
-            format!("--gpu-architecture=compute_{}", cc.sm()),
-            "-DNDEBUG".into(),
-        ],
-        name: Some("carver_calibrate.cu".into()),
-        ..Default::default()
-    };
-    let ptx = guarded("libnvrtc", "nvrtcCompileProgram", || {
-        compile_ptx_with_opts(KERNELS, options).map_err(|e| GpuError::Compile {
-            kernel: "calibration",
-            reason: match e {
-                CompileError::CompileError { nvrtc, log, .. } => {
-                    format!("{nvrtc:?}: {}", log.to_string_lossy())
-                }
-                other => other.to_string(),
-            },
-        })
-    })?;
-    Ok(ptx.to_src())
+    compile_ptx(
+        KERNELS,
+        "carver_calibrate.cu",
+        cc,
+        "calibration",
+        "calibration compiles its L2 and shared-memory microbenchmarks at run time",
+    )
 }
 
-/// The open device, its stream and the compiled microbenchmarks.
-struct Bench {
+/// The open device, its stream, the compiled microbenchmarks and the timer.
+struct Microbench {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
+    timer: EventTimer,
     sms: u32,
 }
 
-impl Bench {
+impl Microbench {
     fn function(&self, name: &'static str) -> Result<CudaFunction, GpuError> {
         self.module
             .load_function(name)
@@ -249,18 +221,28 @@ impl Bench {
         }
     }
 
-    fn fill<T>(
-        &self,
-        kernel: &'static str,
-        buf: &mut CudaSlice<T>,
-        seed: u64,
-    ) -> Result<(), GpuError> {
-        let f = self.function(kernel)?;
+    /// Random 32-bit words in `buf`.
+    fn fill_u32(&self, buf: &mut CudaSlice<u32>, seed: u64) -> Result<(), GpuError> {
+        let f = self.function("fill_u32")?;
         let n = buf.len() as u64;
         let mut launch = self.stream.launch_builder(&f);
         launch.arg(buf).arg(&n).arg(&seed);
         // SAFETY: the kernel writes exactly `n` elements of `buf`.
-        unsafe { launch.launch(self.fill_config()) }.map_err(driver_err("cuLaunchKernel(fill)"))?;
+        unsafe { launch.launch(self.fill_config()) }
+            .map_err(driver_err("cuLaunchKernel(fill_u32)"))?;
+        self.sync()
+    }
+
+    /// Random 16-bit floats (bf16 when `bf16`, else f16) uniform in [-1, 1) in `buf`.
+    fn fill_16(&self, buf: &mut CudaSlice<u16>, seed: u64, bf16: bool) -> Result<(), GpuError> {
+        let f = self.function("fill_16")?;
+        let n = buf.len() as u64;
+        let bf16 = i32::from(bf16);
+        let mut launch = self.stream.launch_builder(&f);
+        launch.arg(buf).arg(&n).arg(&seed).arg(&bf16);
+        // SAFETY: the kernel writes exactly `n` elements of `buf`.
+        unsafe { launch.launch(self.fill_config()) }
+            .map_err(driver_err("cuLaunchKernel(fill_16)"))?;
         self.sync()
     }
 
@@ -301,68 +283,54 @@ impl Bench {
         unsafe { self.stream.alloc::<T>(len) }.map_err(driver_err("cuMemAlloc"))
     }
 
-    /// Runs `op` `warmup` times, then times each of `runs` more runs with CUDA events.
-    fn time_ms(
+    /// Runs `op` `warmup` times, then times `runs` more runs with CUDA events; `field` names
+    /// the figure in errors.
+    fn time(
         &self,
+        field: CalibratedFigure,
         warmup: usize,
         runs: usize,
         mut op: impl FnMut() -> Result<(), GpuError>,
-    ) -> Result<Vec<f64>, GpuError> {
-        for _ in 0..warmup {
-            op()?;
-        }
-        self.sync()?;
-        let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let start = self
-            .ctx
-            .new_event(timing)
-            .map_err(driver_err("cuEventCreate"))?;
-        let stop = self
-            .ctx
-            .new_event(timing)
-            .map_err(driver_err("cuEventCreate"))?;
-        let mut times = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            start
-                .record(&self.stream)
-                .map_err(driver_err("cuEventRecord"))?;
-            op()?;
-            stop.record(&self.stream)
-                .map_err(driver_err("cuEventRecord"))?;
-            let ms = start
-                .elapsed_ms(&stop)
-                .map_err(driver_err("cuEventElapsedTime"))?;
-            times.push(f64::from(ms));
-        }
-        // A kernel fault surfaces at the next synchronizing call; make sure there was none.
-        self.sync()?;
-        Ok(times)
+    ) -> Result<Timing, GpuError> {
+        let plan = TimingPlan {
+            warmup: Warmup::Runs(warmup),
+            runs: RunCount::Exactly(runs),
+            early_stop: None,
+        };
+        self.timer.time(&plan, |_| op()).map_err(|e| match e {
+            GpuError::Implausible { what, reason } => GpuError::Implausible {
+                what,
+                reason: format!("{}: {reason}", label_and_unit(field).0),
+            },
+            other => other,
+        })
     }
 }
 
-/// Repeated timings of the same amount of work (bytes, or TFLOP).
-struct Timings<'a> {
-    work: f64,
-    times_ms: &'a [f64],
+/// How a figure is shown: its label and unit (`B/s` or `TFLOP/s`).
+fn label_and_unit(field: CalibratedFigure) -> (String, &'static str) {
+    match field {
+        CalibratedFigure::DramBandwidth => ("DRAM bandwidth".into(), "B/s"),
+        CalibratedFigure::L2Bandwidth => ("L2 bandwidth".into(), "B/s"),
+        CalibratedFigure::SmemBandwidth => ("shared-memory bandwidth".into(), "B/s"),
+        CalibratedFigure::PeakTflops(class) => (format!("{class} tensor throughput"), "TFLOP/s"),
+    }
 }
 
+/// A measured figure: `work` units (bytes, or TFLOP) done in each run of `timing`.
 fn figure(
-    field: &str,
-    label: &str,
-    unit: &str,
-    timings: Timings<'_>,
+    field: CalibratedFigure,
+    work: f64,
+    timing: &Timing,
     spec: f64,
     spec_is_estimate: bool,
     method: String,
-) -> Result<MeasuredFigure, GpuError> {
-    let Timings { work, times_ms } = timings;
-    let s = summarize(work, times_ms).ok_or_else(|| GpuError::Implausible {
-        what: "timing",
-        reason: format!("{label}: CUDA events returned unusable times {times_ms:?}"),
-    })?;
-    Ok(MeasuredFigure {
-        field: field.into(),
-        label: label.into(),
+) -> MeasuredFigure {
+    let s = RateSummary::of(work, timing);
+    let (label, unit) = label_and_unit(field);
+    MeasuredFigure {
+        field,
+        label,
         unit: unit.into(),
         measured: s.median,
         slowest: s.min,
@@ -371,7 +339,7 @@ fn figure(
         spec,
         spec_is_estimate,
         method,
-    })
+    }
 }
 
 fn measure(
@@ -400,10 +368,12 @@ fn measure(
     let module = ctx
         .load_module(ptx)
         .map_err(driver_err("cuModuleLoadData"))?;
-    let bench = Bench {
+    let timer = EventTimer::new(&ctx, stream.clone())?;
+    let bench = Microbench {
         ctx,
         stream,
         module,
+        timer,
         sms: arch.sm.count,
     };
     let mut figures = Vec::new();
@@ -414,17 +384,17 @@ fn measure(
     figures.push(measure_l2(&bench, device, options)?);
     next(progress);
     figures.push(measure_smem(&bench, device, options)?);
-    for class in [ComputeClass::Bf16, ComputeClass::F16] {
+    for input in GemmInput::ALL {
         next(progress);
-        if arch.supports(class) {
-            figures.push(measure_gemm(&bench, device, options, class)?);
+        if arch.supports(input.class()) {
+            figures.push(measure_gemm(&bench, device, options, input)?);
         }
     }
     Ok(figures)
 }
 
 fn measure_dram(
-    bench: &Bench,
+    bench: &Microbench,
     device: &DetectedGpu,
     o: &CalibrationOptions,
 ) -> Result<MeasuredFigure, GpuError> {
@@ -433,13 +403,18 @@ fn measure_dram(
     bench.ensure_free("the DRAM copy (two buffers)", 2 * bytes)?;
     let mut src = bench.alloc::<u32>(words)?;
     let mut dst = bench.alloc::<u32>(words)?;
-    bench.fill("fill_u32", &mut src, 0x0d7a_3c0f)?;
-    let times = bench.time_ms(o.warmup_runs, o.bandwidth_runs, || {
-        bench
-            .stream
-            .memcpy_dtod(&src, &mut dst)
-            .map_err(driver_err("cuMemcpyDtoDAsync"))
-    })?;
+    bench.fill_u32(&mut src, 0x0d7a_3c0f)?;
+    let times = bench.time(
+        CalibratedFigure::DramBandwidth,
+        o.warmup_runs,
+        o.bandwidth_runs,
+        || {
+            bench
+                .stream
+                .memcpy_dtod(&src, &mut dst)
+                .map_err(driver_err("cuMemcpyDtoDAsync"))
+        },
+    )?;
     // The copy really happened: both ends of the buffers agree.
     let probe = 4096.min(words);
     for range in [0..probe, words - probe..words] {
@@ -460,23 +435,19 @@ fn measure_dram(
         }
     }
     let arch = &device.arch;
-    figure(
-        "dram_bandwidth_bytes_per_s",
-        "DRAM bandwidth",
-        "B/s",
-        Timings {
-            work: 2.0 * bytes as f64,
-            times_ms: &times,
-        },
+    Ok(figure(
+        CalibratedFigure::DramBandwidth,
+        2.0 * bytes as f64,
+        &times,
         arch.memory.bandwidth_bytes_per_s,
-        arch.estimated.contains("memory.bandwidth_bytes_per_s"),
+        arch.estimated.contains(&ArchField::MemoryBandwidth),
         format!(
             "device-to-device copy of {:.2} GiB (cuMemcpyDtoDAsync), bytes read + written, median of {} runs after {} warm-up, CUDA events",
             bytes as f64 / GIB,
             o.bandwidth_runs,
             o.warmup_runs
         ),
-    )
+    ))
 }
 
 /// Blocks of `READ_BLOCK_THREADS` threads that fill one SM.
@@ -493,7 +464,7 @@ fn read_blocks_per_sm(device: &DetectedGpu, smem_per_block: u64) -> u32 {
 }
 
 fn measure_l2(
-    bench: &Bench,
+    bench: &Microbench,
     device: &DetectedGpu,
     o: &CalibrationOptions,
 ) -> Result<MeasuredFigure, GpuError> {
@@ -505,9 +476,9 @@ fn measure_l2(
     let mask =
         u32::try_from(vectors - 1).map_err(|_| GpuError::BadQuery("L2 is too large".into()))?;
     let mut buf = bench.alloc::<u32>((buffer_bytes / 4) as usize)?;
-    bench.fill("fill_u32", &mut buf, 0x12c0_ffee)?;
+    bench.fill_u32(&mut buf, 0x12c0_ffee)?;
     let mut sink = bench.alloc::<u32>(1)?;
-    bench.fill("fill_u32", &mut sink, 1)?;
+    bench.fill_u32(&mut sink, 1)?;
     let blocks = bench.sms * read_blocks_per_sm(device, 0);
     let threads = u64::from(blocks) * u64::from(READ_BLOCK_THREADS);
     let bytes_per_iter = threads * L2_UNROLL * 16;
@@ -520,24 +491,25 @@ fn measure_l2(
         block_dim: (READ_BLOCK_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let times = bench.time_ms(o.warmup_runs, o.bandwidth_runs, || {
-        let mut launch = bench.stream.launch_builder(&f);
-        launch.arg(&buf).arg(&mask).arg(&iters_u32).arg(&mut sink);
-        // SAFETY: reads stay inside `buf` (index & mask), the sink has one element.
-        unsafe { launch.launch(cfg) }
-            .map(|_| ())
-            .map_err(driver_err("cuLaunchKernel(l2_read)"))
-    })?;
-    figure(
-        "l2_bandwidth_bytes_per_s",
-        "L2 bandwidth",
-        "B/s",
-        Timings {
-            work: (iters * bytes_per_iter) as f64,
-            times_ms: &times,
+    let times = bench.time(
+        CalibratedFigure::L2Bandwidth,
+        o.warmup_runs,
+        o.bandwidth_runs,
+        || {
+            let mut launch = bench.stream.launch_builder(&f);
+            launch.arg(&buf).arg(&mask).arg(&iters_u32).arg(&mut sink);
+            // SAFETY: reads stay inside `buf` (index & mask), the sink has one element.
+            unsafe { launch.launch(cfg) }
+                .map(|_| ())
+                .map_err(driver_err("cuLaunchKernel(l2_read)"))
         },
+    )?;
+    Ok(figure(
+        CalibratedFigure::L2Bandwidth,
+        (iters * bytes_per_iter) as f64,
+        &times,
         arch.l2.bandwidth_bytes_per_s,
-        arch.estimated.contains("l2.bandwidth_bytes_per_s"),
+        arch.estimated.contains(&ArchField::L2Bandwidth),
         format!(
             "NVRTC kernel reading a {:.0} MiB buffer (L2 is {:.0} MiB) with 16-byte ld.global.cg loads (L2 only), {} blocks x {} threads on all {} SMs, {} independent loads per thread per iteration, median of {} launches after {} warm-up, CUDA events",
             buffer_bytes as f64 / MIB,
@@ -549,11 +521,11 @@ fn measure_l2(
             o.bandwidth_runs,
             o.warmup_runs
         ),
-    )
+    ))
 }
 
 fn measure_smem(
-    bench: &Bench,
+    bench: &Microbench,
     device: &DetectedGpu,
     o: &CalibrationOptions,
 ) -> Result<MeasuredFigure, GpuError> {
@@ -566,7 +538,7 @@ fn measure_smem(
     let iters_u32 =
         u32::try_from(iters).map_err(|_| GpuError::BadQuery("smem launch too long".into()))?;
     let mut sink = bench.alloc::<u32>(blocks as usize)?;
-    bench.fill("fill_u32", &mut sink, 2)?;
+    bench.fill_u32(&mut sink, 2)?;
     let f = bench.function("smem_read")?;
     let cfg = LaunchConfig {
         grid_dim: (blocks, 1, 1),
@@ -574,65 +546,84 @@ fn measure_smem(
         shared_mem_bytes: 0,
     };
     let seed: u32 = 0x5151_7e57;
-    let times = bench.time_ms(o.warmup_runs, o.bandwidth_runs, || {
-        let mut launch = bench.stream.launch_builder(&f);
-        launch.arg(&iters_u32).arg(&seed).arg(&mut sink);
-        // SAFETY: static shared memory only; the sink has one element per block.
-        unsafe { launch.launch(cfg) }
-            .map(|_| ())
-            .map_err(driver_err("cuLaunchKernel(smem_read)"))
-    })?;
-    // The model's figure: bytes per clock per SM x SMs x the sustained clock.
-    let spec = f64::from(arch.shared_memory.bytes_per_clock_per_sm)
-        * f64::from(arch.sm.count)
-        * arch.sm.sustained_clock_mhz
-        * 1e6;
-    figure(
-        "smem_bandwidth_bytes_per_s",
-        "shared-memory bandwidth",
-        "B/s",
-        Timings {
-            work: (iters * bytes_per_iter) as f64,
-            times_ms: &times,
+    let times = bench.time(
+        CalibratedFigure::SmemBandwidth,
+        o.warmup_runs,
+        o.bandwidth_runs,
+        || {
+            let mut launch = bench.stream.launch_builder(&f);
+            launch.arg(&iters_u32).arg(&seed).arg(&mut sink);
+            // SAFETY: static shared memory only; the sink has one element per block.
+            unsafe { launch.launch(cfg) }
+                .map(|_| ())
+                .map_err(driver_err("cuLaunchKernel(smem_read)"))
         },
+    )?;
+    // The model's own figure, not a calibration this run is about to replace.
+    let spec = arch.derived_smem_bandwidth();
+    Ok(figure(
+        CalibratedFigure::SmemBandwidth,
+        (iters * bytes_per_iter) as f64,
+        &times,
         spec,
-        arch.estimated
-            .contains("shared_memory.bytes_per_clock_per_sm")
-            || arch.estimated.contains("sm.sustained_clock_mhz"),
+        DERIVED_SMEM_BANDWIDTH_INPUTS
+            .iter()
+            .any(|f| arch.estimated.contains(f)),
         format!(
             "NVRTC kernel of conflict-free 16-byte ld.volatile.shared loads (a warp reads 512 consecutive bytes), {} blocks x {} threads ({} per SM, 16 KiB each) on all {} SMs, median of {} launches after {} warm-up, CUDA events",
             blocks, READ_BLOCK_THREADS, per_sm, bench.sms, o.bandwidth_runs, o.warmup_runs
         ),
-    )
+    ))
+}
+
+/// The 16-bit input types whose tensor throughput the calibration measures with cuBLAS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GemmInput {
+    Bf16,
+    F16,
+}
+
+impl GemmInput {
+    const ALL: [GemmInput; 2] = [Self::Bf16, Self::F16];
+
+    fn class(self) -> ComputeClass {
+        match self {
+            Self::Bf16 => ComputeClass::Bf16,
+            Self::F16 => ComputeClass::F16,
+        }
+    }
+
+    fn cuda_type(self) -> cublas_sys::cudaDataType_t {
+        match self {
+            Self::Bf16 => cublas_sys::cudaDataType_t::CUDA_R_16BF,
+            Self::F16 => cublas_sys::cudaDataType_t::CUDA_R_16F,
+        }
+    }
+
+    fn to_f32(self) -> fn(u16) -> f32 {
+        match self {
+            Self::Bf16 => bf16_to_f32,
+            Self::F16 => f16_to_f32,
+        }
+    }
 }
 
 fn measure_gemm(
-    bench: &Bench,
+    bench: &Microbench,
     device: &DetectedGpu,
     o: &CalibrationOptions,
-    class: ComputeClass,
+    input: GemmInput,
 ) -> Result<MeasuredFigure, GpuError> {
-    let (fill_kernel, data_type, to_f32): (&'static str, _, fn(u16) -> f32) = match class {
-        ComputeClass::Bf16 => (
-            "fill_bf16",
-            cublas_sys::cudaDataType_t::CUDA_R_16BF,
-            bf16_to_f32,
-        ),
-        ComputeClass::F16 => (
-            "fill_f16",
-            cublas_sys::cudaDataType_t::CUDA_R_16F,
-            f16_to_f32,
-        ),
-        other => unreachable!("no GEMM calibration for {other}"),
-    };
+    let (class, data_type, to_f32) = (input.class(), input.cuda_type(), input.to_f32());
+    let bf16 = input == GemmInput::Bf16;
     let n = o.gemm_size as usize;
     let elements = n * n;
     bench.ensure_free("the GEMM operands", 3 * 2 * elements as u64)?;
     let mut a = bench.alloc::<u16>(elements)?;
     let mut b = bench.alloc::<u16>(elements)?;
     let mut c = bench.alloc::<u16>(elements)?;
-    bench.fill(fill_kernel, &mut a, 0xa11ce)?;
-    bench.fill(fill_kernel, &mut b, 0xb0b)?;
+    bench.fill_16(&mut a, 0xa11ce, bf16)?;
+    bench.fill_16(&mut b, 0xb0b, bf16)?;
     bench.poison(&mut c)?;
     let blas = CudaBlas::new(bench.stream.clone()).map_err(|source| GpuError::Cublas {
         call: "cublasCreate",
@@ -680,32 +671,33 @@ fn measure_gemm(
         // fails too.
         run(a_ptr, b_ptr, c_ptr)?;
         bench.sync()?;
-        bench.time_ms(o.warmup_runs, o.gemm_runs, || run(a_ptr, b_ptr, c_ptr))?
+        bench.time(
+            CalibratedFigure::PeakTflops(class),
+            o.warmup_runs,
+            o.gemm_runs,
+            || run(a_ptr, b_ptr, c_ptr),
+        )?
     };
     check_gemm(bench, &a, &b, &c, n, to_f32, class)?;
     let flops = 2.0 * (n as f64).powi(3);
     let arch = &device.arch;
     let spec = arch.peak.get(&class).map(|p| p.tflops).unwrap_or(f64::NAN);
-    figure(
-        &format!("peak_tflops.{class}"),
-        &format!("{class} tensor throughput"),
-        "TFLOP/s",
-        Timings {
-            work: flops / 1e12,
-            times_ms: &times,
-        },
+    Ok(figure(
+        CalibratedFigure::PeakTflops(class),
+        flops / 1e12,
+        &times,
         spec,
-        arch.estimated.contains(&format!("peak.{class}")),
+        arch.peak_is_estimated(class),
         format!(
             "cuBLAS cublasGemmEx {class} x {class} -> {class}, fp32 compute, M = N = K = {n} (2 x {n}^3 FLOP), uniform [-1, 1) inputs, {GEMM_CHECKED_ENTRIES} output entries checked against an f64 reference, median of {} runs after {} warm-up, CUDA events",
             o.gemm_runs, o.warmup_runs
         ),
-    )
+    ))
 }
 
 /// Compares sampled entries of C = A B (column-major) with an f64 reference.
 fn check_gemm(
-    bench: &Bench,
+    bench: &Microbench,
     a: &CudaSlice<u16>,
     b: &CudaSlice<u16>,
     c: &CudaSlice<u16>,

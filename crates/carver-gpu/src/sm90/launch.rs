@@ -168,7 +168,7 @@ impl LoadedKernel {
             .occupancy_max_active_blocks_per_multiprocessor(spec.threads(), smem as usize, None)
             .map_err(driver_err("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
         if blocks_per_sm == 0 {
-            return Err(GpuError::UnsupportedConfig {
+            return Err(GpuError::NotPlaceable {
                 config: spec.label(),
                 reason: format!(
                     "no block fits on an SM ({} threads, {} B shared memory, {} registers)",
@@ -206,7 +206,7 @@ impl LoadedKernel {
             .occupancy_max_active_clusters(cfg, stream)
             .map_err(driver_err("cuOccupancyMaxActiveClusters"))?;
         if n == 0 {
-            return Err(GpuError::UnsupportedConfig {
+            return Err(GpuError::NotPlaceable {
                 config: self.spec.label(),
                 reason: "the driver reports that no cluster of this kernel fits on the GPU".into(),
             });
@@ -232,7 +232,7 @@ impl LoadedKernel {
         u32::try_from(blocks)
             .ok()
             .filter(|&b| b < (1 << 31))
-            .ok_or_else(|| GpuError::UnsupportedConfig {
+            .ok_or_else(|| GpuError::NotPlaceable {
                 config: self.spec.label(),
                 reason: format!("{blocks} blocks exceed the grid limit"),
             })

@@ -4,8 +4,8 @@
 //! padded buffers by the family's copy kernel (`repack`).
 //!
 //! The configuration space is [`carver::family::Sm90Params`], the same definition the
-//! recommender's `cuda-sm90` target ranks; [`KernelSpec::check`] names what this kernel does not
-//! implement (the recommender's space leaves those points out).
+//! recommender's `cuda-sm90` target ranks, and so are its rules: [`KernelSpec::check`] is
+//! [`Sm90Params::check`], the check the recommender applies to every point of its space.
 
 mod compile;
 mod launch;
@@ -13,7 +13,7 @@ mod repack;
 
 use std::fmt::Write as _;
 
-use carver::family::Sm90Params;
+use carver::family::{ConfigError, Sm90Params};
 use carver::{DType, Layout};
 use serde::{Deserialize, Serialize};
 
@@ -45,79 +45,27 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
-    /// Why this kernel cannot be instantiated with these parameters, if it cannot.
-    pub fn check(&self) -> Result<(), String> {
-        let p = &self.params;
-        if !matches!(self.input, DType::Bf16 | DType::F16) {
-            return Err(format!("inputs must be bf16 or f16, not {}", self.input));
-        }
-        if !matches!(self.output, DType::Bf16 | DType::F16) {
-            return Err(format!(
-                "the output must be bf16 or f16, not {}",
-                self.output
-            ));
-        }
-        if p.block_k * self.input.bytes() != 128 {
-            return Err(format!(
-                "block_k = {} (block_k x element size must be 128 bytes)",
-                p.block_k
-            ));
-        }
-        if !(1..=2).contains(&p.consumers) {
-            return Err(format!("{} consumer warpgroups (1 or 2)", p.consumers));
-        }
-        if p.block_m == 0 || p.block_m % (64 * p.consumers) != 0 || p.block_m > 256 {
-            return Err(format!(
-                "block_m = {} is not 64 x consumers x m-iterations (at most 256)",
-                p.block_m
-            ));
-        }
-        if p.block_n == 0 || p.block_n % 16 != 0 || p.block_n > 256 {
-            return Err(format!(
-                "block_n = {} (a multiple of 16 up to 256)",
-                p.block_n
-            ));
-        }
-        if self.layout_b == Layout::Row && p.block_n % 64 != 0 {
-            return Err(format!(
-                "block_n = {}: row-major B is loaded in 64-column boxes, so block_n must be a multiple of 64",
-                p.block_n
-            ));
-        }
-        if !(2..=8).contains(&p.stages) {
-            return Err(format!("stages = {} (2 to 8)", p.stages));
-        }
-        if p.group_m == 0 {
-            return Err("group_m must be at least 1".into());
-        }
-        if !(1..=2).contains(&p.cluster_m) {
-            return Err(format!(
-                "cluster_m = {}: clusters of 1 or 2 CTAs along M",
-                p.cluster_m
-            ));
-        }
-        let acc = self.accumulators_per_thread();
-        if acc > 192 {
-            return Err(format!(
-                "{acc} fp32 accumulators per consumer thread (at most 192)"
-            ));
-        }
-        Ok(())
+    /// Why this kernel cannot be instantiated with these parameters, if it cannot: the family's
+    /// rules as the recommender applies them.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        self.params
+            .check(self.input, self.output, self.layout_b)
+            .map_err(ConfigError::from)
     }
 
     /// Threads per block: one producer warpgroup and the consumers.
     pub fn threads(&self) -> u32 {
-        128 * (self.params.consumers + 1)
+        self.params.threads()
     }
 
     /// Dynamic shared memory: the ring plus 1 KiB holding the mbarriers.
     pub fn dynamic_smem_bytes(&self) -> u32 {
-        let p = &self.params;
-        p.stages * (p.block_m + p.block_n) * 128 + 1024
+        // A checked spec needs at most about 0.5 MiB; saturate rather than wrap on others.
+        u32::try_from(self.params.dynamic_smem_bytes(self.input.bytes())).unwrap_or(u32::MAX)
     }
 
     pub fn accumulators_per_thread(&self) -> u32 {
-        self.params.rows_per_consumer() * self.params.block_n / 128
+        self.params.accumulators_per_thread()
     }
 
     /// Output tiles of an M x N problem.
@@ -318,19 +266,43 @@ mod tests {
 
     #[test]
     fn check_names_what_the_kernel_does_not_run() {
-        assert!(spec(128, 256, 2, Layout::Row).check().is_ok());
-        assert!(spec(128, 144, 2, Layout::Col).check().is_ok());
+        use carver::family::Sm90Violation;
+        let violation = |s: &KernelSpec| match s.check() {
+            Err(ConfigError::Sm90(v)) => Some(v),
+            Err(other) => panic!("not a cuda-sm90 rule: {other}"),
+            Ok(()) => None,
+        };
+        assert_eq!(violation(&spec(128, 256, 2, Layout::Row)), None);
+        assert_eq!(violation(&spec(128, 144, 2, Layout::Col)), None);
+        let row_major_144 = spec(128, 144, 2, Layout::Row);
+        assert_eq!(
+            violation(&row_major_144),
+            Some(Sm90Violation::RowMajorBlockN { block_n: 144 })
+        );
         assert!(
-            spec(128, 144, 2, Layout::Row)
+            row_major_144
                 .check()
                 .unwrap_err()
+                .to_string()
                 .contains("64")
         );
-        assert!(spec(192, 128, 2, Layout::Col).check().is_err());
+        assert_eq!(
+            violation(&spec(192, 128, 2, Layout::Col)),
+            Some(Sm90Violation::BlockM {
+                block_m: 192,
+                consumers: 2
+            })
+        );
+        let too_many_accumulators = spec(256, 256, 2, Layout::Col);
+        assert_eq!(
+            violation(&too_many_accumulators),
+            Some(Sm90Violation::Accumulators { accumulators: 256 })
+        );
         assert!(
-            spec(256, 256, 2, Layout::Col)
+            too_many_accumulators
                 .check()
                 .unwrap_err()
+                .to_string()
                 .contains("256 fp32")
         );
         let mut s = spec(128, 128, 1, Layout::Row);
@@ -338,10 +310,16 @@ mod tests {
         assert!(s.check().is_ok());
         assert!(s.source().contains("#define CLUSTER_M 2"));
         s.params.cluster_m = 4;
-        assert!(s.check().unwrap_err().contains("cluster"));
+        assert!(s.check().unwrap_err().to_string().contains("cluster"));
         s.params.cluster_m = 1;
         s.params.block_k = 32;
-        assert!(s.check().is_err());
+        assert_eq!(
+            violation(&s),
+            Some(Sm90Violation::BlockK {
+                block_k: 32,
+                elem_bytes: 2
+            })
+        );
     }
 
     #[test]

@@ -35,9 +35,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::GpuError;
 use crate::sm90::{CompileEvent, KernelCache, KernelSpec, compile_all};
+use crate::timing::{EarlyStop, RunCount, TimingPlan, Warmup, median};
 
+pub use crate::timing::Timing;
 pub use protocol::{CandidateMeasurement, RepackInfo, Reply, Request, WorkerInfo};
-pub use worker::serve_worker;
+pub use worker::{compile_worker_helpers, serve_worker};
 
 /// At most this many cuBLAS timings are interleaved with the candidates (plus one at the end).
 const MAX_CUBLAS_TIMINGS: usize = 16;
@@ -102,15 +104,26 @@ impl Default for TimingOptions {
     }
 }
 
-/// Times of one timed operation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Timing {
-    pub median_s: f64,
-    pub min_s: f64,
-    pub max_s: f64,
-    pub runs: usize,
-    /// Timing stopped early because the candidate was far behind the best.
-    pub early_stopped: bool,
+impl TimingOptions {
+    /// How the harness times one operation: warm-up by time, as many runs as fit in the
+    /// measuring time, and an early stop when `best_s` (the best time so far) is given.
+    pub(crate) fn plan(&self, best_s: Option<f64>) -> TimingPlan {
+        // Negative or NaN times from a caller count as none.
+        let duration = |ms: f64| Duration::try_from_secs_f64(ms / 1e3).unwrap_or_default();
+        TimingPlan {
+            warmup: Warmup::For(duration(self.warmup_ms)),
+            runs: RunCount::Fill {
+                measure: duration(self.measure_ms),
+                min: self.min_runs,
+                max: self.max_runs,
+            },
+            early_stop: best_s.map(|best_s| EarlyStop {
+                best_s,
+                ratio: self.early_stop_ratio,
+                min_runs: self.min_runs,
+            }),
+        }
+    }
 }
 
 /// One configuration to try, as the recommender ranked it.
@@ -170,17 +183,8 @@ pub struct TuneOutcome {
 impl TuneOutcome {
     /// cuBLAS' time: the median of its interleaved timings' medians.
     pub fn cublas_s(&self) -> Option<f64> {
-        let mut v: Vec<f64> = self.cublas.iter().map(|t| t.median_s).collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        Some(if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        })
+        let medians: Vec<f64> = self.cublas.iter().map(|t| t.median_s).collect();
+        (!medians.is_empty()).then(|| median(&medians))
     }
 
     pub fn winner(&self) -> Option<&CandidateReport> {

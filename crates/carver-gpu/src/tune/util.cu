@@ -1,32 +1,6 @@
-// Helpers of the tuning worker: random 16-bit inputs, NaN poison, and the error of an output
-// against a reference. Compiled at run time with NVRTC; no headers.
-
-typedef unsigned int u32;
-typedef unsigned long long u64;
-typedef unsigned short u16;
-
-// splitmix64 finalizer: a good hash of consecutive integers.
-__device__ __forceinline__ u64 mix(u64 x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-// Uniform in [-1, 1), a multiple of 2^-23.
-__device__ __forceinline__ float uniform(u64 i, u64 seed) {
-    return (float)(u32)(mix(seed * 0x100000001B3ull + i) >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
-
-__device__ __forceinline__ u16 f32_to_16(float v, int bf16) {
-    u16 h;
-    if (bf16) {
-        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    } else {
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    }
-    return h;
-}
+// Helpers of the tuning worker beside ../cuda/common.cuh (types, random numbers, fill_16 and
+// poison_u16), which is compiled in front of this file: the error of an output against a
+// reference. Compiled at run time with NVRTC; no headers.
 
 __device__ __forceinline__ float f16_to_32(u16 h, int bf16) {
     float f;
@@ -37,21 +11,6 @@ __device__ __forceinline__ float f16_to_32(u16 h, int bf16) {
         asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
     }
     return f;
-}
-
-extern "C" __global__ void fill_16(u16* out, u64 n, u64 seed, int bf16) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
-         i += (u64)gridDim.x * blockDim.x) {
-        out[i] = f32_to_16(uniform(i, seed), bf16);
-    }
-}
-
-// 0xFFFF is a NaN in both bf16 and f16: an output the kernel did not write cannot pass.
-extern "C" __global__ void poison_16(u16* out, u64 n) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
-         i += (u64)gridDim.x * blockDim.x) {
-        out[i] = 0xFFFFu;
-    }
 }
 
 #define DIFF_THREADS 256
@@ -65,8 +24,7 @@ extern "C" __global__ void __launch_bounds__(DIFF_THREADS)
     __shared__ u64 s_bad[DIFF_THREADS];
     double err = 0.0, norm = 0.0;
     u64 nonfinite = 0;
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
-         i += (u64)gridDim.x * blockDim.x) {
+    GRID_STRIDE_LOOP(i, n) {
         const u16 o = out[i];
         const float r = f16_to_32(ref[i], bf16);
         const u16 exponent_mask = bf16 ? 0x7F80u : 0x7C00u;

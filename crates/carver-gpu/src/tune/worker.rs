@@ -3,29 +3,47 @@
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use carver::{DType, Layout};
+use carver_arch::ComputeCapability;
 use cudarc::cublas::{CudaBlas, result as cublas_result, sys as cublas_sys};
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
-    LaunchConfig, PushKernelArg, sys,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
+    PushKernelArg, sys,
 };
-use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+use cudarc::nvrtc::Ptx;
 
 use super::protocol::{CandidateMeasurement, RepackInfo, Reply, Request, WorkerInfo};
 use super::{GemmProblem, Timing, TimingOptions};
+use crate::cuda::compile_ptx;
 use crate::driver::{driver_err, guarded, init_driver};
 use crate::error::GpuError;
 use crate::sm90::{
     KernelSpec, LoadedKernel, OperandRows, RepackKernel, TmaMap, encode_tma_maps, operand_rows,
 };
+use crate::timing::EventTimer;
 
-const UTIL: &str = include_str!("util.cu");
-/// Timed launches between two synchronizations.
-const CHUNK: usize = 16;
-/// Warm-up launches at most (for very short kernels).
-const MAX_WARMUP_RUNS: usize = 5000;
+/// The worker's helpers after the ones it shares with the calibration (`#line` keeps NVRTC's
+/// line numbers those of util.cu).
+const UTIL: &str = concat!(
+    include_str!("../cuda/common.cuh"),
+    "#line 1 \"util.cu\"\n",
+    include_str!("util.cu")
+);
+/// The only compute capability the worker runs on (cuda-sm90 kernels).
+const WORKER_CC: ComputeCapability = ComputeCapability { major: 9, minor: 0 };
+
+/// The worker's helper kernels (random inputs, NaN poison, the error of an output) compiled to
+/// PTX for compute capability 9.0. Needs libnvrtc, not a GPU.
+pub fn compile_worker_helpers() -> Result<String, GpuError> {
+    compile_ptx(
+        UTIL,
+        "carver_tune_util.cu",
+        WORKER_CC,
+        "tuning worker",
+        "the tuning worker compiles its input generators at run time",
+    )
+}
 
 /// Writes one reply line and flushes it (the parent waits for each line).
 fn send(output: &mut impl Write, reply: &Reply) -> Result<(), GpuError> {
@@ -43,7 +61,7 @@ fn send(output: &mut impl Write, reply: &Reply) -> Result<(), GpuError> {
 /// Meant for a process of its own (`carver tune --worker`): after a candidate faults, the reply
 /// says so and this returns, since the CUDA context cannot be used again.
 pub fn serve_worker(input: impl BufRead, mut output: impl Write) -> Result<(), GpuError> {
-    let mut bench: Option<Bench> = None;
+    let mut bench: Option<WorkerBench> = None;
     for line in input.lines() {
         let line = line.map_err(|e| GpuError::Worker(format!("cannot read a request: {e}")))?;
         if line.trim().is_empty() {
@@ -68,7 +86,7 @@ pub fn serve_worker(input: impl BufRead, mut output: impl Write) -> Result<(), G
             } => {
                 bench = None;
                 match guarded("CUDA libraries", "tuning worker setup", || {
-                    Bench::new(device, problem, timing)
+                    WorkerBench::new(device, problem, timing)
                 }) {
                     Ok(b) => {
                         let info = b.info.clone();
@@ -161,7 +179,9 @@ struct Padded {
     ptr: sys::CUdeviceptr,
 }
 
-struct Bench {
+/// The worker's device state: input sets, output and reference, cuBLAS, helper kernels and
+/// the timer.
+struct WorkerBench {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     _util: Arc<CudaModule>,
@@ -181,7 +201,7 @@ struct Bench {
     ref_ptr: sys::CUdeviceptr,
     sums: CudaSlice<f64>,
     bad: CudaSlice<u64>,
-    events: Vec<CudaEvent>,
+    timer: EventTimer,
     info: WorkerInfo,
     seed: u64,
 }
@@ -197,7 +217,7 @@ fn cuda_type(t: DType) -> cublas_sys::cudaDataType_t {
     }
 }
 
-impl Bench {
+impl WorkerBench {
     fn new(device: usize, problem: GemmProblem, timing: TimingOptions) -> Result<Self, GpuError> {
         let count = init_driver()?;
         if device >= count {
@@ -253,23 +273,14 @@ impl Bench {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
 
-        let options = CompileOptions {
-            options: vec!["--gpu-architecture=compute_90".into(), "-DNDEBUG".into()],
-            name: Some("carver_tune_util.cu".into()),
-            ..Default::default()
-        };
-        let ptx = compile_ptx_with_opts(UTIL, options).map_err(|e| GpuError::KernelCompile {
-            kernel: "tuning helpers".into(),
-            log: e.to_string(),
-        })?;
         let util = ctx
-            .load_module(ptx)
+            .load_module(Ptx::from_src(compile_worker_helpers()?))
             .map_err(driver_err("cuModuleLoadData"))?;
         let load = |name: &str| {
             util.load_function(name)
                 .map_err(driver_err("cuModuleGetFunction"))
         };
-        let (fill, poison, diff) = (load("fill_16")?, load("poison_16")?, load("diff_16")?);
+        let (fill, poison, diff) = (load("fill_16")?, load("poison_u16")?, load("diff_16")?);
 
         let (m, n, k) = (problem.m, problem.n, problem.k);
         let set_elems = m * k + k * n;
@@ -337,10 +348,7 @@ impl Bench {
             call: "cublasCreate",
             source,
         })?;
-        let timed = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let events = (0..2 * CHUNK)
-            .map(|_| ctx.new_event(timed).map_err(driver_err("cuEventCreate")))
-            .collect::<Result<Vec<_>, _>>()?;
+        let timer = EventTimer::new(&ctx, stream.clone())?;
         let info = WorkerInfo {
             device_name: name,
             compute_capability: (major as u32, minor as u32),
@@ -369,7 +377,7 @@ impl Bench {
             ref_ptr,
             sums,
             bad,
-            events,
+            timer,
             info,
             seed: 0x5eed_0000,
         };
@@ -380,7 +388,9 @@ impl Bench {
         bench.check_the_check()?;
         if bench.repacker.is_some() {
             let n = bench.sets.len();
-            let timing = bench.time(None, |b, i| b.repack(i % n))?;
+            let timing = bench
+                .timer
+                .time(&bench.timing.plan(None), |i| bench.repack(i % n))?;
             let (a, b) = bench.operands;
             bench.info.repack = Some(RepackInfo {
                 operands: [("A", a), ("B", b)]
@@ -494,7 +504,7 @@ impl Bench {
         let mut launch = self.stream.launch_builder(&self.poison);
         launch.arg(&mut self.c).arg(&len);
         // SAFETY: writes exactly `len` elements.
-        unsafe { launch.launch(cfg) }.map_err(driver_err("cuLaunchKernel(poison_16)"))?;
+        unsafe { launch.launch(cfg) }.map_err(driver_err("cuLaunchKernel(poison_u16)"))?;
         Ok(())
     }
 
@@ -550,7 +560,8 @@ impl Bench {
     fn time_cublas(&mut self) -> Result<Timing, GpuError> {
         let c = self.c_ptr;
         let n = self.sets.len();
-        self.time(None, |b, i| b.cublas_into(i % n, c))
+        self.timer
+            .time(&self.timing.plan(None), |i| self.cublas_into(i % n, c))
     }
 
     /// Relative Frobenius error of `c` against `reference`, or why the output is unusable.
@@ -659,10 +670,10 @@ impl Bench {
         let c = self.c_ptr;
         let n_sets = maps.len();
         // The copies belong to the operation: they run, and are timed, before every launch.
-        let timing = self.time(best_s, |b, i| {
-            b.repack(i % n_sets)?;
+        let timing = self.timer.time(&self.timing.plan(best_s), |i| {
+            self.repack(i % n_sets)?;
             // SAFETY: as above, for set i.
-            unsafe { kernel.launch(&b.stream, &maps[i % n_sets], c, p.m, p.n, p.k, grid) }
+            unsafe { kernel.launch(&self.stream, &maps[i % n_sets], c, p.m, p.n, p.k, grid) }
         })?;
         Ok(Ok(CandidateMeasurement {
             registers: kernel.registers,
@@ -673,99 +684,11 @@ impl Bench {
             timing,
         }))
     }
-
-    /// Warm-up by time, then CUDA events around each launch of `op(self, i)` (i counts launches,
-    /// so callers rotate input sets with it), median of the runs.
-    fn time(
-        &mut self,
-        best_s: Option<f64>,
-        mut op: impl FnMut(&Self, usize) -> Result<(), GpuError>,
-    ) -> Result<Timing, GpuError> {
-        let o = self.timing.clone();
-        let warmup = Duration::from_secs_f64(o.warmup_ms / 1e3);
-        let started = Instant::now();
-        let mut i = 0usize;
-        loop {
-            op(self, i)?;
-            i += 1;
-            if i == 1 || i % 8 == 0 || i >= MAX_WARMUP_RUNS {
-                self.sync()?;
-                if started.elapsed() >= warmup || i >= MAX_WARMUP_RUNS {
-                    break;
-                }
-            }
-        }
-        let per_run = started.elapsed().as_secs_f64() / i as f64;
-        let target =
-            ((o.measure_ms / 1e3 / per_run.max(1e-7)) as usize).clamp(o.min_runs, o.max_runs);
-        let mut times: Vec<f64> = Vec::with_capacity(target);
-        let mut early_stopped = false;
-        while times.len() < target {
-            let batch = CHUNK.min(target - times.len());
-            for j in 0..batch {
-                self.events[2 * j]
-                    .record(&self.stream)
-                    .map_err(driver_err("cuEventRecord"))?;
-                op(self, i)?;
-                i += 1;
-                self.events[2 * j + 1]
-                    .record(&self.stream)
-                    .map_err(driver_err("cuEventRecord"))?;
-            }
-            self.sync()?;
-            for j in 0..batch {
-                let ms = self.events[2 * j]
-                    .elapsed_ms(&self.events[2 * j + 1])
-                    .map_err(driver_err("cuEventElapsedTime"))?;
-                times.push(f64::from(ms) / 1e3);
-            }
-            if let Some(best) = best_s
-                && times.len() >= o.min_runs
-                && median(&times) > o.early_stop_ratio * best
-            {
-                early_stopped = true;
-                break;
-            }
-        }
-        if times.iter().any(|t| !(t.is_finite() && *t > 0.0)) {
-            return Err(GpuError::Implausible {
-                what: "timing",
-                reason: format!("CUDA events returned unusable times {times:?}"),
-            });
-        }
-        Ok(Timing {
-            median_s: median(&times),
-            min_s: times.iter().copied().fold(f64::INFINITY, f64::min),
-            max_s: times.iter().copied().fold(0.0, f64::max),
-            runs: times.len(),
-            early_stopped,
-        })
-    }
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!(median(&[]).is_nan());
-    }
 
     #[test]
     fn a_worker_without_setup_says_so_and_keeps_serving() {

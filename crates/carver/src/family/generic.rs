@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::tma_or_cp_async;
 use super::{
-    Family, FamilyRules, LoadPaths, Resources, SplitKReduction, WarpLayout, accumulator_registers,
-    mma_sync_warps, pick_mma, wgmma_warps,
+    ConfigError, Family, FamilyRules, LoadPaths, Resources, SplitKReduction, WarpLayout,
+    accumulator_registers, mma_sync_warps, pick_mma, wgmma_warps,
 };
 use crate::error::CarverError;
 use crate::problem::Problem;
@@ -107,15 +107,21 @@ impl FamilyRules for GenericRules {
         }
     }
 
-    fn check_rules(&self, c: &TileConfig, problem: &Problem, arch: &Arch) -> Result<(), String> {
+    fn check_rules(
+        &self,
+        c: &TileConfig,
+        problem: &Problem,
+        arch: &Arch,
+    ) -> Result<(), ConfigError> {
+        let rule = |what: String| ConfigError::rule(Family::Generic, what);
         let ins = arch
             .instructions_for(problem.class)
             .find(|i| i.family == c.mma)
             .ok_or_else(|| {
-                format!(
+                rule(format!(
                     "{} has no {} instruction for {}",
                     arch.gpu.key, c.mma, problem.class
-                )
+                ))
             })?;
         let (wm, wn) = c.warp_tile();
         let m_unit = if c.mma == InstructionFamily::Wgmma {
@@ -125,13 +131,19 @@ impl FamilyRules for GenericRules {
         };
         if wm == 0 || wm % m_unit != 0 || wn == 0 || wn % ins.n.min() != 0 || c.block_k % ins.k != 0
         {
-            return Err(format!(
-                "warp tile {wm} x {wn} x {} is not a multiple of the {} shape",
-                c.block_k, c.mma
-            ));
+            return Err(rule(format!(
+                "warp tile {wm} x {wn} x {} is not a multiple of the {} shape ({m_unit} x {} x {})",
+                c.block_k,
+                c.mma,
+                ins.n.min(),
+                ins.k
+            )));
         }
         if c.stages == 0 || c.split_k == 0 || c.raster.group == 0 {
-            return Err("stages, split-K and group must be at least 1".into());
+            return Err(rule(format!(
+                "stages = {}, split-K = {}, group = {}; each must be at least 1",
+                c.stages, c.split_k, c.raster.group
+            )));
         }
         Ok(())
     }
@@ -155,17 +167,22 @@ impl FamilyRules for GenericRules {
         v: &serde_json::Value,
         problem: &Problem,
         arch: &Arch,
-    ) -> Result<TileConfig, String> {
-        let pair = |key: &str| -> Result<(u32, u32), String> {
+    ) -> Result<TileConfig, ConfigError> {
+        let pair = |key: &str| -> Result<(u32, u32), ConfigError> {
             let a = v
                 .get(key)
                 .and_then(|x| x.as_array())
-                .ok_or_else(|| format!("missing `{key}`"))?;
+                .ok_or_else(|| ConfigError::native(key, "is missing or not a list"))?;
             let get = |i: usize| {
                 a.get(i)
                     .and_then(|x| x.as_u64())
-                    .map(|x| x as u32)
-                    .ok_or_else(|| format!("bad `{key}`"))
+                    .and_then(|x| u32::try_from(x).ok())
+                    .ok_or_else(|| {
+                        ConfigError::native(
+                            key,
+                            format!("has no integer from 0 to 2^32 - 1 at position {i}"),
+                        )
+                    })
             };
             Ok((get(0)?, get(1).unwrap_or(1)))
         };
@@ -181,7 +198,15 @@ impl FamilyRules for GenericRules {
             problem,
             (warps_m * warps_n) % 4 == 0 && block_m % 64 == 0,
         )
-        .ok_or("no tensor instruction for this dtype")?;
+        .ok_or_else(|| {
+            ConfigError::native(
+                "mma",
+                format!(
+                    "cannot be chosen: {} has no tensor instruction for {}",
+                    arch.gpu.key, problem.class
+                ),
+            )
+        })?;
         Ok(TileConfig {
             block_m,
             block_n,

@@ -2,6 +2,7 @@
 //! carver's JSON); its [`FamilyRules`] own its legal configuration space, its resource use and
 //! its native parameter names. The policy walks the space and the cost model prices each point.
 
+mod config_error;
 mod generic;
 mod sm90;
 mod tilelang;
@@ -17,8 +18,9 @@ use crate::error::CarverError;
 use crate::problem::Problem;
 use crate::tile::TileConfig;
 
+pub use config_error::ConfigError;
 pub use generic::GenericRules;
-pub use sm90::{Sm90Params, Sm90Rules, TMA_STRIDE_BYTES, tma_leading_dim};
+pub use sm90::{Sm90Params, Sm90Rules, Sm90Violation, TMA_STRIDE_BYTES, tma_leading_dim};
 pub use tilelang::TileLangRules;
 pub use triton::TritonRules;
 
@@ -226,7 +228,7 @@ pub trait FamilyRules: Sync {
         config: &TileConfig,
         problem: &Problem,
         arch: &Arch,
-    ) -> Result<(), String>;
+    ) -> Result<(), ConfigError>;
 
     /// The configuration in the family's own parameter names.
     fn native(&self, config: &TileConfig) -> serde_json::Value;
@@ -237,7 +239,7 @@ pub trait FamilyRules: Sync {
         value: &serde_json::Value,
         problem: &Problem,
         arch: &Arch,
-    ) -> Result<TileConfig, String>;
+    ) -> Result<TileConfig, ConfigError>;
 }
 
 /// Whether a configuration is legal: family rules plus the arch's hardware limits.
@@ -246,7 +248,7 @@ pub fn check_config(
     config: &TileConfig,
     problem: &Problem,
     arch: &Arch,
-) -> Result<Resources, String> {
+) -> Result<Resources, ConfigError> {
     family.check_rules(config, problem, arch)?;
     let res = family.resources(config, problem);
     check_fits(config, res, arch)?;
@@ -254,32 +256,32 @@ pub fn check_config(
 }
 
 /// Hardware limits every family shares: shared memory, registers, threads.
-pub fn check_fits(config: &TileConfig, res: Resources, arch: &Arch) -> Result<(), String> {
+pub fn check_fits(config: &TileConfig, res: Resources, arch: &Arch) -> Result<(), ConfigError> {
     if res.smem_bytes > arch.shared_memory.per_block_optin_bytes {
-        return Err(format!(
-            "needs {} B of shared memory; {} allows {} B per block",
-            res.smem_bytes, arch.gpu.key, arch.shared_memory.per_block_optin_bytes
-        ));
+        return Err(ConfigError::SharedMemory {
+            needed: res.smem_bytes,
+            allowed: arch.shared_memory.per_block_optin_bytes,
+        });
     }
     if res.registers_per_thread > arch.registers.per_thread_max {
-        return Err(format!(
-            "needs about {} registers per thread; at most {} exist (the compiler would spill)",
-            res.registers_per_thread, arch.registers.per_thread_max
-        ));
+        return Err(ConfigError::Registers {
+            needed: res.registers_per_thread,
+            allowed: arch.registers.per_thread_max,
+        });
     }
     let threads = config.threads();
     if threads > arch.sm.max_threads_per_block {
-        return Err(format!(
-            "{threads} threads exceed {} per block",
-            arch.sm.max_threads_per_block
-        ));
+        return Err(ConfigError::Threads {
+            threads,
+            allowed: arch.sm.max_threads_per_block,
+        });
     }
     let regs_block = u64::from(res.registers_per_thread) * u64::from(threads);
     if regs_block > u64::from(arch.registers.per_block) {
-        return Err(format!(
-            "{regs_block} registers per block exceed {}",
-            arch.registers.per_block
-        ));
+        return Err(ConfigError::RegistersPerBlock {
+            needed: regs_block,
+            allowed: arch.registers.per_block,
+        });
     }
     Ok(())
 }
@@ -314,11 +316,11 @@ pub(crate) fn accumulator_registers(config: &TileConfig, problem: &Problem) -> u
 }
 
 /// Reads an unsigned integer field of a native config dict.
-pub(crate) fn field_u32(v: &serde_json::Value, key: &str) -> Result<u32, String> {
+pub(crate) fn field_u32(v: &serde_json::Value, key: &str) -> Result<u32, ConfigError> {
     v.get(key)
         .and_then(serde_json::Value::as_u64)
         .and_then(|x| u32::try_from(x).ok())
-        .ok_or_else(|| format!("missing or non-integer `{key}`"))
+        .ok_or_else(|| ConfigError::native(key, "is missing or not an integer from 0 to 2^32 - 1"))
 }
 
 /// Triton-style warp arrangement for `mma.sync`: double the warps along whichever dimension

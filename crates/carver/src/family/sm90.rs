@@ -13,11 +13,15 @@
 //! the true extent, so the padding is never read. The copies are part of the family's time
 //! ([`FamilyRules::repack`]).
 
+use std::ops::RangeInclusive;
+
 use carver_arch::{Arch, InstructionFamily};
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 
 use super::{
-    Family, FamilyRules, LoadPath, LoadPaths, Repack, Resources, SplitKReduction, WarpLayout,
+    ConfigError, Family, FamilyRules, LoadPath, LoadPaths, Repack, Resources, SplitKReduction,
+    WarpLayout,
 };
 use crate::dtype::{DType, Layout};
 use crate::error::CarverError;
@@ -26,21 +30,50 @@ use crate::tile::{Raster, RasterOrder, TileConfig};
 
 pub struct Sm90Rules;
 
-/// Row-major B (N contiguous) is loaded in boxes of 64 columns (128 bytes, the swizzle span),
-/// so block N must be a multiple of 64; column-major B only needs the wgmma step of 16.
-fn row_major_b_step(p: &Problem) -> u32 {
-    match p.layout_b {
-        Layout::Row => 64,
-        Layout::Col => 16,
-    }
-}
-
-/// Registers a consumer thread may hold after `setmaxnreg` rebalancing (producer keeps 40).
-pub const CONSUMER_REGISTER_CAP: u32 = 232;
-/// Bytes of one block-K row in the 128-byte swizzle TMA uses.
+/// Threads of one warpgroup: the producer is one, and so is each consumer.
+pub const WARPGROUP_THREADS: u32 = 128;
+/// Rows of one `wgmma` (m64nNk16): each consumer's rows come in slabs of this many.
+pub const WGMMA_ROWS: u32 = 64;
+/// The `wgmma` N step: block N is a multiple of it.
+pub const WGMMA_N_STEP: u32 = 16;
+/// Largest block M: at most four 64-row slabs per block.
+pub const MAX_BLOCK_M: u32 = 256;
+/// Largest block N: the widest `wgmma` (n256).
+pub const MAX_BLOCK_N: u32 = 256;
+/// Consumer warpgroups per block.
+pub const CONSUMERS: RangeInclusive<u32> = 1..=2;
+/// Depths of the shared-memory ring.
+pub const STAGES: RangeInclusive<u32> = 2..=8;
+/// CTAs per cluster along M (2: the pair shares B through TMA multicast).
+pub const CLUSTER_M: RangeInclusive<u32> = 1..=2;
+/// Bytes of one block-K row in the 128-byte swizzle TMA uses: block K x element size.
 pub const SWIZZLE_BYTES: u32 = 128;
+/// Columns of one TMA box of row-major B (N contiguous): 128 bytes, the swizzle span, of 16-bit
+/// elements. With row-major B, block N is a multiple of it.
+pub const ROW_MAJOR_B_BOX_COLUMNS: u32 = 64;
+/// Registers a consumer thread may hold after `setmaxnreg.inc` (kernel.cu).
+pub const CONSUMER_REGISTER_CAP: u32 = 232;
+/// Registers counted beside the accumulators: what a consumer thread needs for descriptors,
+/// addresses and loop state, and what the producer warpgroup keeps after `setmaxnreg.dec`.
+pub const REGISTER_RESERVE: u32 = 40;
+/// Most fp32 accumulators one consumer thread can hold under the cap.
+pub const MAX_ACCUMULATORS: u32 = CONSUMER_REGISTER_CAP - REGISTER_RESERVE;
+/// Shared memory beside the ring: two 8-byte mbarriers (full, empty) per stage, padded to the
+/// 1 KiB alignment the 128-byte swizzle needs for the ring.
+pub const BARRIER_BYTES: u64 = 1024;
 /// TMA's rule for a tensor map's global strides: a multiple of 16 bytes.
 pub const TMA_STRIDE_BYTES: u64 = 16;
+
+/// The cluster shapes (m, n) of the space: every size of [`CLUSTER_M`], none along N.
+const CLUSTER_SHAPES: [(u32, u32); 2] = [(*CLUSTER_M.start(), 1), (*CLUSTER_M.end(), 1)];
+
+/// Block N must be a multiple of this: the `wgmma` step, or the TMA box of row-major B.
+fn block_n_step(layout_b: Layout) -> u32 {
+    match layout_b {
+        Layout::Row => ROW_MAJOR_B_BOX_COLUMNS,
+        Layout::Col => WGMMA_N_STEP,
+    }
+}
 
 /// Leading dimension, in elements, the kernel reads an operand with whose rows hold `cols`
 /// contiguous elements of `elem_bytes` bytes: `cols` when those rows are a multiple of 16 bytes
@@ -48,6 +81,68 @@ pub const TMA_STRIDE_BYTES: u64 = 16;
 pub fn tma_leading_dim(cols: u64, elem_bytes: u32) -> u64 {
     let per_16_bytes = (TMA_STRIDE_BYTES / u64::from(elem_bytes.max(1))).max(1);
     cols.div_ceil(per_16_bytes) * per_16_bytes
+}
+
+/// A rule of the `cuda-sm90` family that a configuration breaks: the recommender and the kernel
+/// generator (`carver-gpu`) reject with the same value.
+#[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
+pub enum Sm90Violation {
+    #[error("inputs are {0}; accepted: bf16, f16")]
+    Input(DType),
+
+    #[error("the output is {0}; accepted: bf16, f16")]
+    Output(DType),
+
+    #[error(
+        "{consumers} consumer warpgroups; accepted: {} to {}",
+        CONSUMERS.start(),
+        CONSUMERS.end()
+    )]
+    Consumers { consumers: u32 },
+
+    #[error(
+        "block_m = {block_m} with {consumers} consumer warpgroups; accepted: a multiple of {WGMMA_ROWS} x consumers, at most {MAX_BLOCK_M}"
+    )]
+    BlockM { block_m: u32, consumers: u32 },
+
+    #[error("block_n = {block_n}; accepted: multiples of {WGMMA_N_STEP} up to {MAX_BLOCK_N}")]
+    BlockN { block_n: u32 },
+
+    #[error(
+        "block_n = {block_n}; row-major B is loaded in {ROW_MAJOR_B_BOX_COLUMNS}-column boxes, so block_n must be a multiple of {ROW_MAJOR_B_BOX_COLUMNS}"
+    )]
+    RowMajorBlockN { block_n: u32 },
+
+    #[error(
+        "block_k = {block_k}; the {SWIZZLE_BYTES}-byte swizzle needs block_k x element size = {SWIZZLE_BYTES} bytes (block_k = {} for {elem_bytes}-byte elements)",
+        SWIZZLE_BYTES / (*elem_bytes).max(1)
+    )]
+    BlockK { block_k: u32, elem_bytes: u32 },
+
+    #[error("stages = {stages}; accepted: {} to {}", STAGES.start(), STAGES.end())]
+    Stages { stages: u32 },
+
+    #[error("group_m = 0; accepted: at least 1")]
+    GroupM,
+
+    #[error(
+        "cluster_m = {cluster_m}; accepted: clusters of {} to {} CTAs along M",
+        CLUSTER_M.start(),
+        CLUSTER_M.end()
+    )]
+    ClusterM { cluster_m: u32 },
+
+    #[error(
+        "each consumer thread would hold {accumulators} fp32 accumulators; at most {MAX_ACCUMULATORS} fit under the {CONSUMER_REGISTER_CAP}-register cap"
+    )]
+    Accumulators { accumulators: u32 },
+
+    /// A tile the family's parameters cannot express: other warp arrangements, split-K,
+    /// clusters along N.
+    #[error(
+        "cuda-sm90 runs one producer warpgroup and 64-row wgmma consumer warpgroups, without split-K or clusters along N"
+    )]
+    NotExpressible,
 }
 
 /// The family's native parameters.
@@ -105,6 +200,138 @@ impl Sm90Params {
     pub fn rows_per_consumer(self) -> u32 {
         self.block_m / self.consumers.max(1)
     }
+
+    /// fp32 accumulators each consumer thread holds: its rows x block N over the warpgroup.
+    pub fn accumulators_per_thread(self) -> u32 {
+        let elements = u64::from(self.rows_per_consumer()) * u64::from(self.block_n);
+        u32::try_from(elements / u64::from(WARPGROUP_THREADS)).unwrap_or(u32::MAX)
+    }
+
+    /// Registers per thread the recommender counts: the accumulators and the reserve.
+    pub fn registers_per_thread(self) -> u32 {
+        self.accumulators_per_thread()
+            .saturating_add(REGISTER_RESERVE)
+    }
+
+    /// Threads per block: one producer warpgroup and the consumers.
+    pub fn threads(self) -> u32 {
+        WARPGROUP_THREADS.saturating_mul(self.consumers.saturating_add(1))
+    }
+
+    /// Dynamic shared memory of a block: the ring of `stages` A and B tiles of `elem_bytes`
+    /// elements, and the mbarriers.
+    pub fn dynamic_smem_bytes(self, elem_bytes: u32) -> u64 {
+        let ring = u64::from(self.stages)
+            * (u64::from(self.block_m) + u64::from(self.block_n))
+            * u64::from(self.block_k)
+            * u64::from(elem_bytes);
+        ring + BARRIER_BYTES
+    }
+
+    /// Whether A, B (`input`) and C (`output`) have element types the kernel handles.
+    pub fn check_element_types(input: DType, output: DType) -> Result<(), Sm90Violation> {
+        let is_16_bit_float = |t: DType| matches!(t, DType::Bf16 | DType::F16);
+        if !is_16_bit_float(input) {
+            return Err(Sm90Violation::Input(input));
+        }
+        if !is_16_bit_float(output) {
+            return Err(Sm90Violation::Output(output));
+        }
+        Ok(())
+    }
+
+    /// Every rule of the family: whether the kernel can be instantiated with these parameters
+    /// for inputs of type `input`, an output of type `output` and B stored `layout_b` (A and C
+    /// are row-major). The one definition both the recommender and the kernel generator use;
+    /// the GPU's own limits (shared memory per block) are checked apart.
+    pub fn check(self, input: DType, output: DType, layout_b: Layout) -> Result<(), Sm90Violation> {
+        Self::check_element_types(input, output)?;
+        if !CONSUMERS.contains(&self.consumers) {
+            return Err(Sm90Violation::Consumers {
+                consumers: self.consumers,
+            });
+        }
+        let slab = WGMMA_ROWS * self.consumers;
+        if self.block_m == 0 || self.block_m % slab != 0 || self.block_m > MAX_BLOCK_M {
+            return Err(Sm90Violation::BlockM {
+                block_m: self.block_m,
+                consumers: self.consumers,
+            });
+        }
+        if self.block_n == 0 || self.block_n % WGMMA_N_STEP != 0 || self.block_n > MAX_BLOCK_N {
+            return Err(Sm90Violation::BlockN {
+                block_n: self.block_n,
+            });
+        }
+        if self.block_n % block_n_step(layout_b) != 0 {
+            return Err(Sm90Violation::RowMajorBlockN {
+                block_n: self.block_n,
+            });
+        }
+        let elem_bytes = input.bytes();
+        if u64::from(self.block_k) * u64::from(elem_bytes) != u64::from(SWIZZLE_BYTES) {
+            return Err(Sm90Violation::BlockK {
+                block_k: self.block_k,
+                elem_bytes,
+            });
+        }
+        if !STAGES.contains(&self.stages) {
+            return Err(Sm90Violation::Stages {
+                stages: self.stages,
+            });
+        }
+        if self.group_m == 0 {
+            return Err(Sm90Violation::GroupM);
+        }
+        if !CLUSTER_M.contains(&self.cluster_m) {
+            return Err(Sm90Violation::ClusterM {
+                cluster_m: self.cluster_m,
+            });
+        }
+        let accumulators = self.accumulators_per_thread();
+        if accumulators > MAX_ACCUMULATORS {
+            return Err(Sm90Violation::Accumulators { accumulators });
+        }
+        Ok(())
+    }
+}
+
+impl Sm90Rules {
+    /// Every point of the family's space for `p`, in the order the policy walks it, before any
+    /// rule or limit is checked: what the recommender ranks and `carver tune --exhaustive`
+    /// sweeps.
+    pub fn space(&self, p: &Problem, arch: &Arch) -> Vec<Sm90Params> {
+        let [block_ms, block_ns, block_ks] = self.block_sizes(p, arch);
+        let (stages_lo, stages_hi) = self.stage_range();
+        let mut points = Vec::new();
+        for &block_m in &block_ms {
+            for &block_n in &block_ns {
+                for layout in self.warp_layouts(block_m, block_n, p, arch) {
+                    for &block_k in &block_ks {
+                        for stages in stages_lo..=stages_hi {
+                            for &group_m in self.groups() {
+                                for &(cluster_m, _) in self.clusters() {
+                                    for &persistent in self.persistence() {
+                                        points.push(Sm90Params {
+                                            block_m,
+                                            block_n,
+                                            block_k,
+                                            stages,
+                                            consumers: layout.warps_m / 4,
+                                            group_m,
+                                            cluster_m,
+                                            persistent,
+                                        });
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        points
+    }
 }
 
 impl FamilyRules for Sm90Rules {
@@ -128,14 +355,11 @@ impl FamilyRules for Sm90Rules {
                 arch.gpu.key, arch.gpu.compute_capability
             ));
         }
-        if !matches!(p.a, DType::F16 | DType::Bf16) || p.acc != DType::F32 {
-            return fail(format!(
-                "inputs must be f16 or bf16 with f32 accumulation (got {} with {})",
-                p.a, p.acc
-            ));
+        if let Err(violation) = Sm90Params::check_element_types(p.a, p.c) {
+            return fail(violation.to_string());
         }
-        if !matches!(p.c, DType::F16 | DType::Bf16) {
-            return fail(format!("output must be f16 or bf16 (got {})", p.c));
+        if p.acc != DType::F32 {
+            return fail(format!("accumulation is {}; accepted: f32", p.acc));
         }
         if p.layout_a != Layout::Row {
             return fail("A must be row-major".into());
@@ -169,12 +393,14 @@ impl FamilyRules for Sm90Rules {
 
     fn block_sizes(&self, p: &Problem, _arch: &Arch) -> [Vec<u32>; 3] {
         [
-            vec![64, 128, 192, 256],
-            (1..=16)
-                .map(|i| i * 16)
-                .filter(|&n| n % row_major_b_step(p) == 0)
+            (1..=MAX_BLOCK_M / WGMMA_ROWS)
+                .map(|slabs| slabs * WGMMA_ROWS)
                 .collect(),
-            vec![64],
+            (1..=MAX_BLOCK_N / WGMMA_N_STEP)
+                .map(|i| i * WGMMA_N_STEP)
+                .filter(|&n| n % block_n_step(p.layout_b) == 0)
+                .collect(),
+            vec![SWIZZLE_BYTES / p.in_bytes().max(1)],
         ]
     }
 
@@ -185,9 +411,8 @@ impl FamilyRules for Sm90Rules {
         _p: &Problem,
         _arch: &Arch,
     ) -> Vec<WarpLayout> {
-        [1u32, 2]
-            .into_iter()
-            .filter(|&c| block_m % (64 * c) == 0)
+        CONSUMERS
+            .filter(|&c| block_m % (WGMMA_ROWS * c) == 0)
             .map(|c| WarpLayout {
                 warps_m: 4 * c,
                 warps_n: 1,
@@ -198,7 +423,7 @@ impl FamilyRules for Sm90Rules {
     }
 
     fn stage_range(&self) -> (u32, u32) {
-        (2, 8)
+        (*STAGES.start(), *STAGES.end())
     }
 
     fn groups(&self) -> &'static [u32] {
@@ -210,7 +435,7 @@ impl FamilyRules for Sm90Rules {
     }
 
     fn clusters(&self) -> &'static [(u32, u32)] {
-        &[(1, 1), (2, 1)]
+        &CLUSTER_SHAPES
     }
 
     fn persistence(&self) -> &'static [bool] {
@@ -226,72 +451,25 @@ impl FamilyRules for Sm90Rules {
     }
 
     fn resources(&self, c: &TileConfig, p: &Problem) -> Resources {
-        let e = u64::from(p.in_bytes());
-        let ring =
-            u64::from(c.stages) * u64::from(c.block_m + c.block_n) * u64::from(c.block_k) * e;
-        // Two mbarriers (full, empty) of 8 bytes per stage, padded to the 1 KiB the 128-byte
-        // swizzle needs for alignment of the ring.
-        let barriers = 1024;
         let params = Sm90Params::from_tile(c);
-        let acc = params.rows_per_consumer() * c.block_n / 128;
         Resources {
-            smem_bytes: ring + barriers,
-            registers_per_thread: acc + 40,
+            smem_bytes: params.dynamic_smem_bytes(p.in_bytes()),
+            registers_per_thread: params.registers_per_thread(),
         }
     }
 
-    fn check_rules(&self, c: &TileConfig, p: &Problem, _arch: &Arch) -> Result<(), String> {
-        let params = Sm90Params::from_tile(c);
-        if c.mma != InstructionFamily::Wgmma || c.warps_n != 1 || c.producer_warps != 4 {
-            return Err(
-                "cuda-sm90 uses one producer warpgroup and wgmma consumer warpgroups".into(),
-            );
+    fn check_rules(&self, c: &TileConfig, p: &Problem, _arch: &Arch) -> Result<(), ConfigError> {
+        // What Sm90Params cannot express would be lost by `from_tile`: reject it first.
+        let expressible = c.mma == InstructionFamily::Wgmma
+            && c.warps_n == 1
+            && c.producer_warps == 4
+            && c.warps_m % 4 == 0
+            && c.split_k == 1
+            && c.cluster_n == 1;
+        if !expressible {
+            return Err(Sm90Violation::NotExpressible.into());
         }
-        if !(1..=2).contains(&params.consumers) || c.warps_m % 4 != 0 {
-            return Err(format!(
-                "{} consumer warpgroups; accepted: 1, 2",
-                params.consumers
-            ));
-        }
-        if params.rows_per_consumer() % 64 != 0 {
-            return Err(format!(
-                "block_m = {} is not 64 x consumers x m-iterations",
-                c.block_m
-            ));
-        }
-        if c.block_n % 16 != 0 || !(16..=256).contains(&c.block_n) {
-            return Err(format!(
-                "block_n = {}; accepted: multiples of 16 up to 256",
-                c.block_n
-            ));
-        }
-        if c.block_k * p.in_bytes() != SWIZZLE_BYTES {
-            return Err(format!(
-                "block_k = {}; the 128-byte swizzle needs block_k x element size = 128 bytes",
-                c.block_k
-            ));
-        }
-        if !(2..=8).contains(&c.stages) {
-            return Err(format!("stages = {}; accepted: 2 to 8", c.stages));
-        }
-        if c.split_k != 1 || c.cluster_n != 1 || !(1..=2).contains(&c.cluster_m) {
-            return Err("no split-K; clusters of 1 or 2 along M".into());
-        }
-        let step = row_major_b_step(p);
-        if c.block_n % step != 0 {
-            return Err(format!(
-                "block_n = {}; row-major B is loaded in 64-column boxes, so block_n must be a multiple of {step}",
-                c.block_n
-            ));
-        }
-        let acc = params.rows_per_consumer() * c.block_n / 128;
-        if acc + 40 > CONSUMER_REGISTER_CAP {
-            return Err(format!(
-                "each consumer thread would hold {acc} accumulators; at most {} fit under the {} register cap",
-                CONSUMER_REGISTER_CAP - 40,
-                CONSUMER_REGISTER_CAP
-            ));
-        }
+        Sm90Params::from_tile(c).check(p.a, p.c, p.layout_b)?;
         Ok(())
     }
 
@@ -304,8 +482,12 @@ impl FamilyRules for Sm90Rules {
         v: &serde_json::Value,
         _p: &Problem,
         _arch: &Arch,
-    ) -> Result<TileConfig, String> {
-        let params: Sm90Params = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+    ) -> Result<TileConfig, ConfigError> {
+        let params: Sm90Params =
+            serde_json::from_value(v.clone()).map_err(|e| ConfigError::NativeFormat {
+                family: Family::CudaSm90,
+                reason: e.to_string(),
+            })?;
         Ok(params.to_tile())
     }
 }
@@ -324,6 +506,164 @@ mod tests {
             .with_family(Family::CudaSm90)
             .validate(db.get("h100").unwrap())
             .unwrap()
+    }
+
+    #[test]
+    fn every_point_of_the_space_follows_the_shape_rules() {
+        let arch = HardwareDb::embedded().unwrap().get("h100").unwrap().clone();
+        for layout_b in [Layout::Row, Layout::Col] {
+            let p = problem(4096, 4096, 4096, layout_b);
+            let space = Sm90Rules.space(&p, &arch);
+            assert!(!space.is_empty());
+            for params in space {
+                // Only the accumulator budget may reject a point of the space.
+                match params.check(p.a, p.c, p.layout_b) {
+                    Ok(()) | Err(Sm90Violation::Accumulators { .. }) => {}
+                    Err(v) => panic!("{params:?}: {v}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn check_names_each_broken_rule() {
+        let ok = Sm90Params {
+            block_m: 128,
+            block_n: 256,
+            block_k: 64,
+            stages: 4,
+            consumers: 2,
+            group_m: 8,
+            cluster_m: 2,
+            persistent: true,
+        };
+        let check = |p: Sm90Params| p.check(DType::Bf16, DType::Bf16, Layout::Row);
+        assert_eq!(check(ok), Ok(()));
+        assert_eq!(
+            ok.check(DType::F32, DType::Bf16, Layout::Row),
+            Err(Sm90Violation::Input(DType::F32))
+        );
+        assert_eq!(
+            ok.check(DType::F16, DType::F32, Layout::Row),
+            Err(Sm90Violation::Output(DType::F32))
+        );
+        let cases = [
+            (
+                Sm90Params { consumers: 3, ..ok },
+                Sm90Violation::Consumers { consumers: 3 },
+            ),
+            (
+                Sm90Params { block_m: 320, ..ok },
+                Sm90Violation::BlockM {
+                    block_m: 320,
+                    consumers: 2,
+                },
+            ),
+            (
+                Sm90Params { block_m: 0, ..ok },
+                Sm90Violation::BlockM {
+                    block_m: 0,
+                    consumers: 2,
+                },
+            ),
+            (
+                Sm90Params { block_n: 272, ..ok },
+                Sm90Violation::BlockN { block_n: 272 },
+            ),
+            (
+                Sm90Params { block_n: 144, ..ok },
+                Sm90Violation::RowMajorBlockN { block_n: 144 },
+            ),
+            (
+                Sm90Params { block_k: 32, ..ok },
+                Sm90Violation::BlockK {
+                    block_k: 32,
+                    elem_bytes: 2,
+                },
+            ),
+            (
+                Sm90Params {
+                    block_k: u32::MAX,
+                    ..ok
+                },
+                Sm90Violation::BlockK {
+                    block_k: u32::MAX,
+                    elem_bytes: 2,
+                },
+            ),
+            (
+                Sm90Params { stages: 9, ..ok },
+                Sm90Violation::Stages { stages: 9 },
+            ),
+            (Sm90Params { group_m: 0, ..ok }, Sm90Violation::GroupM),
+            (
+                Sm90Params { cluster_m: 4, ..ok },
+                Sm90Violation::ClusterM { cluster_m: 4 },
+            ),
+            (
+                Sm90Params { block_m: 256, ..ok },
+                Sm90Violation::Accumulators { accumulators: 256 },
+            ),
+        ];
+        for (params, violation) in cases {
+            assert_eq!(check(params), Err(violation), "{params:?}");
+        }
+        // Column-major B only needs the wgmma step.
+        assert_eq!(
+            Sm90Params { block_n: 144, ..ok }.check(DType::Bf16, DType::F16, Layout::Col),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn messages_say_what_is_accepted() {
+        let texts = [
+            Sm90Violation::Consumers { consumers: 3 }.to_string(),
+            Sm90Violation::Stages { stages: 9 }.to_string(),
+            Sm90Violation::ClusterM { cluster_m: 4 }.to_string(),
+            Sm90Violation::BlockK {
+                block_k: 32,
+                elem_bytes: 2,
+            }
+            .to_string(),
+            Sm90Violation::Accumulators { accumulators: 256 }.to_string(),
+        ];
+        assert_eq!(texts[0], "3 consumer warpgroups; accepted: 1 to 2");
+        assert_eq!(texts[1], "stages = 9; accepted: 2 to 8");
+        assert_eq!(
+            texts[2],
+            "cluster_m = 4; accepted: clusters of 1 to 2 CTAs along M"
+        );
+        assert!(
+            texts[3].contains("block_k = 64 for 2-byte elements"),
+            "{}",
+            texts[3]
+        );
+        assert!(
+            texts[4].contains("256 fp32 accumulators; at most 192 fit under the 232-register cap"),
+            "{}",
+            texts[4]
+        );
+    }
+
+    #[test]
+    fn resources_are_the_params_figures() {
+        let p = problem(4096, 4096, 4096, Layout::Row);
+        let params = Sm90Params {
+            block_m: 128,
+            block_n: 256,
+            block_k: 64,
+            stages: 4,
+            consumers: 2,
+            group_m: 8,
+            cluster_m: 1,
+            persistent: false,
+        };
+        let res = Sm90Rules.resources(&params.to_tile(), &p);
+        assert_eq!(res.smem_bytes, 4 * (128 + 256) * 64 * 2 + 1024);
+        assert_eq!(res.registers_per_thread, 128 + 40);
+        assert_eq!(params.accumulators_per_thread(), 128);
+        assert_eq!(params.threads(), 384);
     }
 
     #[test]

@@ -5,8 +5,8 @@ use carver_arch::Arch;
 use serde_json::json;
 
 use super::{
-    Family, FamilyRules, LoadPaths, Resources, SplitKReduction, WarpLayout, accumulator_registers,
-    field_u32,
+    ConfigError, Family, FamilyRules, LoadPaths, Resources, SplitKReduction, WarpLayout,
+    accumulator_registers, field_u32,
 };
 use super::{compute_layout, tma_or_cp_async};
 use crate::error::CarverError;
@@ -103,15 +103,24 @@ impl FamilyRules for TileLangRules {
         }
     }
 
-    fn check_rules(&self, c: &TileConfig, _problem: &Problem, _arch: &Arch) -> Result<(), String> {
+    fn check_rules(
+        &self,
+        c: &TileConfig,
+        _problem: &Problem,
+        _arch: &Arch,
+    ) -> Result<(), ConfigError> {
+        let rule = |what: String| Err(ConfigError::rule(Family::TileLang, what));
         if !THREADS.contains(&c.threads()) {
-            return Err(format!("thread_num = {}; accepted: 128, 256", c.threads()));
+            return rule(format!("thread_num = {}; accepted: 128, 256", c.threads()));
         }
         if c.block_m % 16 != 0 || c.block_n % 16 != 0 || c.block_k % 16 != 0 {
-            return Err("block sizes must be multiples of 16".into());
+            return rule(format!(
+                "blocks of {} x {} x {}; block sizes must be multiples of 16",
+                c.block_m, c.block_n, c.block_k
+            ));
         }
         if c.split_k != 1 || c.cluster_m * c.cluster_n != 1 || c.persistent {
-            return Err(
+            return rule(
                 "the TileLang GEMM template has no split-K, clusters or persistence".into(),
             );
         }
@@ -134,13 +143,16 @@ impl FamilyRules for TileLangRules {
         v: &serde_json::Value,
         problem: &Problem,
         arch: &Arch,
-    ) -> Result<TileConfig, String> {
+    ) -> Result<TileConfig, ConfigError> {
         let (block_m, block_n) = (field_u32(v, "block_M")?, field_u32(v, "block_N")?);
         let threads = field_u32(v, "thread_num")?;
         let layout = self
             .layout(block_m, block_n, threads, problem, arch)
             .ok_or_else(|| {
-                format!("thread_num = {threads} cannot tile a {block_m} x {block_n} block")
+                ConfigError::native(
+                    "thread_num",
+                    format!("= {threads} cannot tile a {block_m} x {block_n} block"),
+                )
             })?;
         let raster = v
             .get("enable_rasteration")

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::compute_layout;
 use super::{
-    Family, FamilyRules, LoadPath, LoadPaths, Resources, SplitKReduction, WarpLayout,
+    ConfigError, Family, FamilyRules, LoadPath, LoadPaths, Resources, SplitKReduction, WarpLayout,
     accumulator_registers, field_u32, leading_dims_divisible, staged_elements_per_thread,
 };
 use crate::dtype::DType;
@@ -137,35 +137,45 @@ impl FamilyRules for TritonRules {
         }
     }
 
-    fn check_rules(&self, c: &TileConfig, problem: &Problem, _arch: &Arch) -> Result<(), String> {
+    fn check_rules(
+        &self,
+        c: &TileConfig,
+        problem: &Problem,
+        _arch: &Arch,
+    ) -> Result<(), ConfigError> {
+        let rule = |what: String| Err(ConfigError::rule(Family::Triton, what));
         for (name, v) in [
             ("BLOCK_SIZE_M", c.block_m),
             ("BLOCK_SIZE_N", c.block_n),
             ("BLOCK_SIZE_K", c.block_k),
         ] {
             if v < 16 || !v.is_power_of_two() {
-                return Err(format!(
+                return rule(format!(
                     "{name} = {v}; Triton needs a power of two of at least 16"
                 ));
             }
         }
         if !c.compute_warps().is_power_of_two() || c.producer_warps != 0 {
-            return Err("num_warps must be a power of two".into());
+            return rule(format!(
+                "num_warps = {}; it must be a power of two",
+                c.compute_warps()
+            ));
         }
         if c.stages == 0 {
-            return Err("num_stages must be at least 1".into());
+            return rule("num_stages = 0; it must be at least 1".into());
         }
         if c.cluster_m * c.cluster_n != 1 || c.persistent {
-            return Err("this Triton kernel has no clusters and is not persistent".into());
+            return rule("this Triton kernel has no clusters and is not persistent".into());
         }
         if c.split_k == 0 || u64::from(c.split_k) > problem.k.div_ceil(u64::from(c.block_k)) {
-            return Err(format!(
-                "SPLIT_K = {} leaves some splits without K blocks",
-                c.split_k
+            return rule(format!(
+                "SPLIT_K = {} leaves some splits without K blocks; accepted: 1 to {} (the K blocks)",
+                c.split_k,
+                problem.k.div_ceil(u64::from(c.block_k))
             ));
         }
         if c.raster.group == 0 {
-            return Err("GROUP_SIZE_M must be at least 1".into());
+            return rule("GROUP_SIZE_M = 0; it must be at least 1".into());
         }
         Ok(())
     }
@@ -189,8 +199,10 @@ impl FamilyRules for TritonRules {
         v: &serde_json::Value,
         problem: &Problem,
         arch: &Arch,
-    ) -> Result<TileConfig, String> {
-        let kw = v.get("kwargs").ok_or("missing `kwargs`")?;
+    ) -> Result<TileConfig, ConfigError> {
+        let kw = v
+            .get("kwargs")
+            .ok_or_else(|| ConfigError::native("kwargs", "is missing"))?;
         let (block_m, block_n) = (
             field_u32(kw, "BLOCK_SIZE_M")?,
             field_u32(kw, "BLOCK_SIZE_N")?,
@@ -199,7 +211,10 @@ impl FamilyRules for TritonRules {
         let layout = self
             .layout(block_m, block_n, warps, problem, arch)
             .ok_or_else(|| {
-                format!("num_warps = {warps} cannot tile a {block_m} x {block_n} block")
+                ConfigError::native(
+                    "num_warps",
+                    format!("= {warps} cannot tile a {block_m} x {block_n} block"),
+                )
             })?;
         Ok(TileConfig {
             block_m,

@@ -1,39 +1,5 @@
-//! Pure helpers of the calibration: turning timings into figures, and checking GEMM outputs.
-
-/// A figure computed from repeated timings of the same amount of work.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RateSummary {
-    /// Work over the median time.
-    pub median: f64,
-    /// Work over the slowest run.
-    pub min: f64,
-    /// Work over the fastest run.
-    pub max: f64,
-    pub runs: usize,
-}
-
-/// Summarizes `work` units done in each of `times_ms`; `None` when no run was usable (no runs,
-/// or a time that is not a positive finite number, which means the timer failed).
-pub fn summarize(work: f64, times_ms: &[f64]) -> Option<RateSummary> {
-    if times_ms.is_empty() || times_ms.iter().any(|t| !t.is_finite() || *t <= 0.0) {
-        return None;
-    }
-    let mut sorted = times_ms.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    let median_ms = if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    };
-    let rate = |ms: f64| work / (ms / 1e3);
-    Some(RateSummary {
-        median: rate(median_ms),
-        min: rate(sorted[n - 1]),
-        max: rate(sorted[0]),
-        runs: n,
-    })
-}
+//! Pure helpers of the calibration's GEMM check: 16-bit floats to f32, and the error of an
+//! output against an f64 reference. (Timing statistics live in `crate::timing`.)
 
 /// IEEE half-precision bits to f32.
 pub fn f16_to_f32(bits: u16) -> f32 {
@@ -73,24 +39,6 @@ pub fn dot_error(a_row: &[f32], b_col: &[f32], got: f32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        let s = summarize(10.0, &[1.0, 4.0, 2.0]).unwrap();
-        assert_eq!(s.median, 10.0 / 2e-3);
-        assert_eq!(s.min, 10.0 / 4e-3);
-        assert_eq!(s.max, 10.0 / 1e-3);
-        assert_eq!(s.runs, 3);
-        let s = summarize(10.0, &[1.0, 2.0, 3.0, 4.0]).unwrap();
-        assert_eq!(s.median, 10.0 / 2.5e-3);
-    }
-
-    #[test]
-    fn broken_timings_give_no_figure() {
-        assert_eq!(summarize(1.0, &[]), None);
-        assert_eq!(summarize(1.0, &[1.0, 0.0]), None);
-        assert_eq!(summarize(1.0, &[1.0, f64::NAN]), None);
-    }
 
     #[test]
     fn half_conversions() {
