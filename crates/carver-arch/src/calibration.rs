@@ -12,7 +12,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ArchError;
-use crate::model::ComputeClass;
+use crate::class::ComputeClass;
 
 /// Version of the calibration file format.
 pub const CALIBRATION_FORMAT: u32 = 1;

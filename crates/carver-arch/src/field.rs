@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::ComputeClass;
+use crate::class::ComputeClass;
 
 /// Declares the figures named by a fixed path once: the enum's unit variants and their paths.
 macro_rules! arch_fields {

@@ -16,6 +16,7 @@
 //! ```
 
 mod calibration;
+mod class;
 mod db;
 mod error;
 mod field;

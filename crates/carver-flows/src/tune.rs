@@ -383,10 +383,13 @@ mod live {
         let arch = &s.gpu.arch;
         let p = tpl.validate(arch)?;
         if p.batch != 1 {
-            return Err(FlowError::Model(carver::CarverError::UnsupportedByTarget {
-                target: FAMILY.to_string(),
-                reason: format!("batch = {}: the kernel runs one matmul (batch 1)", p.batch),
-            }));
+            return Err(FlowError::Model(
+                carver::family::ProblemRejected {
+                    family: FAMILY,
+                    reason: format!("batch = {}: the kernel runs one matmul (batch 1)", p.batch),
+                }
+                .into(),
+            ));
         }
         let key = tune_key(&s.device, &p);
         let mut result = empty_result(shape_spec(shape), request, None);

@@ -1,6 +1,6 @@
 use thiserror::Error;
 
-use crate::family::ConfigError;
+use crate::family::{ConfigError, ProblemRejected, UnknownFamily};
 
 /// Why a recommendation could not be made.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -15,11 +15,11 @@ pub enum CarverError {
         reason: String,
     },
 
-    #[error("target `{target}` cannot run this problem: {reason}")]
-    UnsupportedByTarget { target: String, reason: String },
+    #[error(transparent)]
+    UnsupportedByTarget(#[from] ProblemRejected),
 
-    #[error("unknown target `{0}` (accepted: triton, tilelang, cuda-sm90, generic)")]
-    UnknownTarget(String),
+    #[error(transparent)]
+    UnknownTarget(#[from] UnknownFamily),
 
     #[error("top-k = {0}: accepted 1 to {max} configurations", max = crate::TopK::MAX)]
     TopKOutOfRange(usize),

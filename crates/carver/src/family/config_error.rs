@@ -63,3 +63,17 @@ impl ConfigError {
         }
     }
 }
+
+/// A problem a family cannot run at all on a GPU (a dtype, layout or instruction it lacks).
+#[derive(Clone, Debug, Error, PartialEq)]
+#[error("target `{family}` cannot run this problem: {reason}")]
+pub struct ProblemRejected {
+    pub family: Family,
+    pub reason: String,
+}
+
+/// A family name that is not one of carver's.
+#[derive(Clone, Debug, Error, PartialEq)]
+#[error("unknown target `{0}` (accepted: triton, tilelang, cuda-sm90, generic)")]
+pub struct UnknownFamily(pub String);
+

@@ -6,10 +6,9 @@ use serde_json::json;
 
 use super::tma_or_cp_async;
 use super::{
-    ConfigError, Family, FamilyRules, LoadPaths, Resources, SplitKReduction, WarpLayout,
+    ConfigError, Family, FamilyRules, ProblemRejected, LoadPaths, Resources, SplitKReduction, WarpLayout,
     accumulator_registers, mma_sync_warps, pick_mma, wgmma_warps,
 };
-use crate::error::CarverError;
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
 
@@ -23,7 +22,7 @@ impl FamilyRules for GenericRules {
         Family::Generic
     }
 
-    fn check_problem(&self, _problem: &Problem, _arch: &Arch) -> Result<(), CarverError> {
+    fn check_problem(&self, _problem: &Problem, _arch: &Arch) -> Result<(), ProblemRejected> {
         Ok(())
     }
 

@@ -14,11 +14,10 @@ use std::str::FromStr;
 use carver_arch::{Arch, InstructionFamily};
 use serde::{Deserialize, Serialize};
 
-use crate::error::CarverError;
 use crate::problem::Problem;
 use crate::tile::TileConfig;
 
-pub use config_error::ConfigError;
+pub use config_error::{ConfigError, ProblemRejected, UnknownFamily};
 pub use generic::GenericRules;
 pub use sm90::{Sm90Params, Sm90Rules, Sm90Violation, TMA_STRIDE_BYTES, tma_leading_dim};
 pub use tilelang::TileLangRules;
@@ -71,12 +70,12 @@ impl fmt::Display for Family {
 }
 
 impl FromStr for Family {
-    type Err = CarverError;
-    fn from_str(s: &str) -> Result<Self, CarverError> {
+    type Err = UnknownFamily;
+    fn from_str(s: &str) -> Result<Self, UnknownFamily> {
         Self::ALL
             .into_iter()
             .find(|t| t.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| CarverError::UnknownTarget(s.to_string()))
+            .ok_or_else(|| UnknownFamily(s.to_string()))
     }
 }
 
@@ -179,7 +178,7 @@ pub trait FamilyRules: Sync {
     fn id(&self) -> Family;
 
     /// Rejects problems the family cannot run at all on this arch (dtype, layout, alignment).
-    fn check_problem(&self, problem: &Problem, arch: &Arch) -> Result<(), CarverError>;
+    fn check_problem(&self, problem: &Problem, arch: &Arch) -> Result<(), ProblemRejected>;
 
     /// Candidate block sizes along M, N and K.
     fn block_sizes(&self, problem: &Problem, arch: &Arch) -> [Vec<u32>; 3];

@@ -20,11 +20,10 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::{
-    ConfigError, Family, FamilyRules, LoadPath, LoadPaths, Repack, Resources, SplitKReduction,
+    ConfigError, Family, FamilyRules, ProblemRejected, LoadPath, LoadPaths, Repack, Resources, SplitKReduction,
     WarpLayout,
 };
 use crate::dtype::{DType, Layout};
-use crate::error::CarverError;
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
 
@@ -339,10 +338,10 @@ impl FamilyRules for Sm90Rules {
         Family::CudaSm90
     }
 
-    fn check_problem(&self, p: &Problem, arch: &Arch) -> Result<(), CarverError> {
+    fn check_problem(&self, p: &Problem, arch: &Arch) -> Result<(), ProblemRejected> {
         let fail = |reason: String| {
-            Err(CarverError::UnsupportedByTarget {
-                target: "cuda-sm90".into(),
+            Err(ProblemRejected {
+                family: Family::CudaSm90,
                 reason,
             })
         };

@@ -5,11 +5,10 @@ use carver_arch::Arch;
 use serde_json::json;
 
 use super::{
-    ConfigError, Family, FamilyRules, LoadPaths, Resources, SplitKReduction, WarpLayout,
+    ConfigError, Family, FamilyRules, ProblemRejected, LoadPaths, Resources, SplitKReduction, WarpLayout,
     accumulator_registers, field_u32,
 };
 use super::{compute_layout, tma_or_cp_async};
-use crate::error::CarverError;
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
 
@@ -47,7 +46,7 @@ impl FamilyRules for TileLangRules {
         Family::TileLang
     }
 
-    fn check_problem(&self, _problem: &Problem, _arch: &Arch) -> Result<(), CarverError> {
+    fn check_problem(&self, _problem: &Problem, _arch: &Arch) -> Result<(), ProblemRejected> {
         Ok(())
     }
 

@@ -6,11 +6,10 @@ use serde_json::json;
 
 use super::compute_layout;
 use super::{
-    ConfigError, Family, FamilyRules, LoadPath, LoadPaths, Resources, SplitKReduction, WarpLayout,
+    ConfigError, Family, FamilyRules, ProblemRejected, LoadPath, LoadPaths, Resources, SplitKReduction, WarpLayout,
     accumulator_registers, field_u32, leading_dims_divisible, staged_elements_per_thread,
 };
 use crate::dtype::DType;
-use crate::error::CarverError;
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
 
@@ -46,10 +45,10 @@ impl FamilyRules for TritonRules {
         Family::Triton
     }
 
-    fn check_problem(&self, problem: &Problem, _arch: &Arch) -> Result<(), CarverError> {
+    fn check_problem(&self, problem: &Problem, _arch: &Arch) -> Result<(), ProblemRejected> {
         if problem.acc == DType::F16 {
-            return Err(CarverError::UnsupportedByTarget {
-                target: "triton".into(),
+            return Err(ProblemRejected {
+                family: Family::Triton,
                 reason: "this kernel accumulates in f32 (or i32 for i8); f16 accumulation is not offered".into(),
             });
         }
