@@ -11,8 +11,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ArchError;
 use crate::class::ComputeClass;
+use crate::error::ArchError;
 
 /// Version of the calibration file format.
 pub const CALIBRATION_FORMAT: u32 = 1;

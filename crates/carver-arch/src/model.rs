@@ -213,7 +213,6 @@ pub struct TensorInstruction {
     pub k: u32,
 }
 
-
 /// Dense (non-sparse) peak of one compute class.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

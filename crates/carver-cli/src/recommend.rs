@@ -72,7 +72,8 @@ pub fn parse_topk(s: &str) -> Result<TopK, String> {
 }
 
 fn parse_target(s: &str) -> Result<Family, String> {
-    s.parse().map_err(|e: carver::family::UnknownFamily| e.to_string())
+    s.parse()
+        .map_err(|e: carver::family::UnknownFamily| e.to_string())
 }
 
 fn parse_layout(s: &str) -> Result<(Layout, Layout), String> {

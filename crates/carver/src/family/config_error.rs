@@ -76,4 +76,3 @@ pub struct ProblemRejected {
 #[derive(Clone, Debug, Error, PartialEq)]
 #[error("unknown target `{0}` (accepted: triton, tilelang, cuda-sm90, generic)")]
 pub struct UnknownFamily(pub String);
-

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::tma_or_cp_async;
 use super::{
-    ConfigError, Family, FamilyRules, ProblemRejected, LoadPaths, Resources, SplitKReduction, WarpLayout,
-    accumulator_registers, mma_sync_warps, pick_mma, wgmma_warps,
+    ConfigError, Family, FamilyRules, LoadPaths, ProblemRejected, Resources, SplitKReduction,
+    WarpLayout, accumulator_registers, mma_sync_warps, pick_mma, wgmma_warps,
 };
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};

@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::{
-    ConfigError, Family, FamilyRules, ProblemRejected, LoadPath, LoadPaths, Repack, Resources, SplitKReduction,
-    WarpLayout,
+    ConfigError, Family, FamilyRules, LoadPath, LoadPaths, ProblemRejected, Repack, Resources,
+    SplitKReduction, WarpLayout,
 };
 use crate::dtype::{DType, Layout};
 use crate::problem::Problem;

@@ -5,8 +5,8 @@ use carver_arch::Arch;
 use serde_json::json;
 
 use super::{
-    ConfigError, Family, FamilyRules, ProblemRejected, LoadPaths, Resources, SplitKReduction, WarpLayout,
-    accumulator_registers, field_u32,
+    ConfigError, Family, FamilyRules, LoadPaths, ProblemRejected, Resources, SplitKReduction,
+    WarpLayout, accumulator_registers, field_u32,
 };
 use super::{compute_layout, tma_or_cp_async};
 use crate::problem::Problem;

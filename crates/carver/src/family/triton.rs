@@ -6,8 +6,9 @@ use serde_json::json;
 
 use super::compute_layout;
 use super::{
-    ConfigError, Family, FamilyRules, ProblemRejected, LoadPath, LoadPaths, Resources, SplitKReduction, WarpLayout,
-    accumulator_registers, field_u32, leading_dims_divisible, staged_elements_per_thread,
+    ConfigError, Family, FamilyRules, LoadPath, LoadPaths, ProblemRejected, Resources,
+    SplitKReduction, WarpLayout, accumulator_registers, field_u32, leading_dims_divisible,
+    staged_elements_per_thread,
 };
 use crate::dtype::DType;
 use crate::problem::Problem;
