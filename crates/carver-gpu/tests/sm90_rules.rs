@@ -58,7 +58,10 @@ fn every_point_the_recommender_accepts_the_generator_accepts() {
     let family = Family::CudaSm90.rules();
     let (mut accepted, mut rejected_by_both, mut beyond_the_gpu) = (0, 0, 0);
     for p in problems(&arch) {
-        for params in Sm90Rules.space(&p, &arch) {
+        for params in carver::family::space(&Sm90Rules, &p, &arch)
+            .iter()
+            .map(Sm90Params::from_tile)
+        {
             let spec = spec_for(params, &p);
             match check_config(family, &params.to_tile(), &p, &arch) {
                 Ok(res) => {

@@ -36,7 +36,7 @@ use std::collections::BinaryHeap;
 
 use crate::cost::{Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters};
 use crate::dtype::Layout;
-use crate::family::{FamilyRules, Resources, WarpLayout, check_config, check_fits};
+use crate::family::{FamilyRules, Resources, WarpLayout, check_config, check_fits, space};
 use crate::problem::Problem;
 pub use crate::rank::Candidate;
 use crate::rank::{PickBound, window_for};
@@ -132,64 +132,21 @@ pub fn candidates_for_topk(
     search.run(&bms, &bns, &bks, topk)
 }
 
-/// Every legal point of the family's whole space (no Roller pruning, no dominance), each with
-/// its predicted time, in the order the axes are walked: block M, block N, warp layout, block K,
-/// stages, launch-order group, split-K, cluster, persistence. For measuring how far the model's
-/// top-k is from the best the family can do (`carver tune --exhaustive`).
+/// Every legal point of the family's whole [`space`] (no Roller pruning, no dominance), each
+/// with its predicted time, in the space's order. For measuring how far the model's top-k is
+/// from the best the family can do (`carver tune --exhaustive`).
 pub fn every_config(family: &dyn FamilyRules, p: &Problem, arch: &Arch) -> Vec<Candidate> {
     let Some(pricer) = Pricer::new(family, p, arch) else {
         return Vec::new();
     };
-    let [bms, bns, bks] = family.block_sizes(p, arch);
-    let (lo, hi) = family.stage_range();
-    let mut all = Vec::new();
-    for &block_m in &bms {
-        for &block_n in &bns {
-            for layout in family.warp_layouts(block_m, block_n, p, arch) {
-                for &block_k in &bks {
-                    for stages in lo..=hi {
-                        for &group in family.groups() {
-                            for &split_k in family.split_ks() {
-                                for &(cluster_m, cluster_n) in family.clusters() {
-                                    for &persistent in family.persistence() {
-                                        let tile = TileConfig {
-                                            block_m,
-                                            block_n,
-                                            block_k,
-                                            warps_m: layout.warps_m,
-                                            warps_n: layout.warps_n,
-                                            producer_warps: layout.producer_warps,
-                                            stages,
-                                            raster: Raster {
-                                                order: RasterOrder::GroupedRows,
-                                                group,
-                                            },
-                                            split_k,
-                                            cluster_m,
-                                            cluster_n,
-                                            persistent,
-                                            mma: layout.mma,
-                                        };
-                                        let Ok(res) = check_config(family, &tile, p, arch) else {
-                                            continue;
-                                        };
-                                        if let Some(pred) = pricer.predict(&tile, res) {
-                                            all.push(Candidate {
-                                                tile,
-                                                res,
-                                                time_us: pred.time_us,
-                                            });
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    all
+    space(family, p, arch)
+        .into_iter()
+        .filter_map(|tile| {
+            let res = check_config(family, &tile, p, arch).ok()?;
+            let time_us = pricer.predict(&tile, res)?.time_us;
+            Some(Candidate { tile, res, time_us })
+        })
+        .collect()
 }
 
 /// Best-bound-first search over one set of block sizes.

@@ -15,7 +15,7 @@ use carver_arch::{Arch, InstructionFamily};
 use serde::{Deserialize, Serialize};
 
 use crate::problem::Problem;
-use crate::tile::TileConfig;
+use crate::tile::{Raster, RasterOrder, TileConfig};
 
 pub use config_error::{ConfigError, ProblemRejected, UnknownFamily};
 pub use generic::GenericRules;
@@ -239,6 +239,53 @@ pub trait FamilyRules: Sync {
         problem: &Problem,
         arch: &Arch,
     ) -> Result<TileConfig, ConfigError>;
+}
+
+/// Every point of `family`'s space for `p`, before any rule or limit is checked, in the order
+/// the axes are walked: block M, block N, warp layout, block K, stages, launch-order group,
+/// split-K, cluster, persistence. What `carver tune --exhaustive` sweeps (through
+/// [`crate::policy::every_config`]); the policy walks the same axes with Roller's pruning.
+pub fn space(family: &dyn FamilyRules, p: &Problem, arch: &Arch) -> Vec<TileConfig> {
+    let [bms, bns, bks] = family.block_sizes(p, arch);
+    let (lo, hi) = family.stage_range();
+    let mut points = Vec::new();
+    for &block_m in &bms {
+        for &block_n in &bns {
+            for layout in family.warp_layouts(block_m, block_n, p, arch) {
+                for &block_k in &bks {
+                    for stages in lo..=hi {
+                        for &group in family.groups() {
+                            for &split_k in family.split_ks() {
+                                for &(cluster_m, cluster_n) in family.clusters() {
+                                    for &persistent in family.persistence() {
+                                        points.push(TileConfig {
+                                            block_m,
+                                            block_n,
+                                            block_k,
+                                            warps_m: layout.warps_m,
+                                            warps_n: layout.warps_n,
+                                            producer_warps: layout.producer_warps,
+                                            stages,
+                                            raster: Raster {
+                                                order: RasterOrder::GroupedRows,
+                                                group,
+                                            },
+                                            split_k,
+                                            cluster_m,
+                                            cluster_n,
+                                            persistent,
+                                            mma: layout.mma,
+                                        });
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    points
 }
 
 /// Whether a configuration is legal: family rules plus the arch's hardware limits.

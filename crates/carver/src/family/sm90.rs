@@ -295,44 +295,6 @@ impl Sm90Params {
     }
 }
 
-impl Sm90Rules {
-    /// Every point of the family's space for `p`, in the order the policy walks it, before any
-    /// rule or limit is checked: what the recommender ranks and `carver tune --exhaustive`
-    /// sweeps.
-    pub fn space(&self, p: &Problem, arch: &Arch) -> Vec<Sm90Params> {
-        let [block_ms, block_ns, block_ks] = self.block_sizes(p, arch);
-        let (stages_lo, stages_hi) = self.stage_range();
-        let mut points = Vec::new();
-        for &block_m in &block_ms {
-            for &block_n in &block_ns {
-                for layout in self.warp_layouts(block_m, block_n, p, arch) {
-                    for &block_k in &block_ks {
-                        for stages in stages_lo..=stages_hi {
-                            for &group_m in self.groups() {
-                                for &(cluster_m, _) in self.clusters() {
-                                    for &persistent in self.persistence() {
-                                        points.push(Sm90Params {
-                                            block_m,
-                                            block_n,
-                                            block_k,
-                                            stages,
-                                            consumers: layout.warps_m / 4,
-                                            group_m,
-                                            cluster_m,
-                                            persistent,
-                                        });
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        points
-    }
-}
-
 impl FamilyRules for Sm90Rules {
     fn id(&self) -> Family {
         Family::CudaSm90
@@ -512,7 +474,10 @@ mod tests {
         let arch = HardwareDb::embedded().unwrap().get("h100").unwrap().clone();
         for layout_b in [Layout::Row, Layout::Col] {
             let p = problem(4096, 4096, 4096, layout_b);
-            let space = Sm90Rules.space(&p, &arch);
+            let space: Vec<Sm90Params> = crate::family::space(&Sm90Rules, &p, &arch)
+                .iter()
+                .map(Sm90Params::from_tile)
+                .collect();
             assert!(!space.is_empty());
             for params in space {
                 // Only the accumulator budget may reject a point of the space.
