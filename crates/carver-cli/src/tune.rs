@@ -240,8 +240,17 @@ fn print_shape(device_name: &str, r: &TuneShapeResult) {
         .map(|n| format!("{n}: "))
         .unwrap_or_default();
     println!(
-        "{name}M={} N={} K={} {} {} on {device_name} (target cuda-sm90, {})",
-        sh.m, sh.n, sh.k, r.dtype, r.layout, r.source
+        "{name}M={} N={} K={} {} {} on {device_name} (target cuda-sm90, {}{})",
+        sh.m,
+        sh.n,
+        sh.k,
+        r.dtype,
+        r.layout,
+        r.source,
+        r.matched_shape
+            .as_ref()
+            .map(|m| format!(": the stored {}x{}x{} in the same bucket", m.m, m.n, m.k))
+            .unwrap_or_default()
     );
     if let Some(e) = &r.error
         && r.candidates.is_empty()

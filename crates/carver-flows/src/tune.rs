@@ -333,6 +333,7 @@ mod live {
             total_wall_s: None,
             stored: None,
             repack: None,
+            matched_shape: None,
             error,
         }
     }
@@ -412,6 +413,16 @@ mod live {
                 .map(|c| c.model_rank);
             result.candidates = rows_from_record(&p, &hit);
             result.repack = repack_from_method(&hit.method);
+            let stored = &hit.key.problem;
+            if (stored.m, stored.n, stored.k) != (p.m, p.n, p.k) {
+                result.matched_shape = Some(ShapeSpec {
+                    name: None,
+                    m: stored.m,
+                    n: stored.n,
+                    k: stored.k,
+                    batch: stored.batch,
+                });
+            }
             result.total_wall_s = Some(started.elapsed().as_secs_f64());
             return Ok(result);
         }

@@ -502,6 +502,7 @@ fn tune_report() {
             operands: vec!["A".into(), "B".into()],
             time_us: Some(4.5),
         }),
+        matched_shape: None,
         error: None,
     };
     let from_database = TuneShapeResult {
@@ -518,6 +519,7 @@ fn tune_report() {
         total_wall_s: Some(0.001),
         stored: None,
         repack: None,
+        matched_shape: Some(shape(None, 1024, 1024, 1024)),
         ..tuned.clone()
     };
     let failed = TuneShapeResult {
@@ -537,6 +539,7 @@ fn tune_report() {
         total_wall_s: None,
         stored: None,
         repack: None,
+        matched_shape: None,
         error: Some("line 3: `x` is not a number".into()),
     };
     pin(
