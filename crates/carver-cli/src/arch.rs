@@ -16,6 +16,7 @@ pub enum ArchCommand {
     /// Show one GPU's full model (with measured ceilings when calibrated).
     Show {
         /// Key, name or alias (`h100`, `a100-sxm4-80gb`, "NVIDIA H100 80GB HBM3").
+        #[arg(value_parser = crate::recommend::parse_gpu_name)]
         name: String,
         #[command(flatten)]
         format: FormatArg,

@@ -8,9 +8,11 @@ mod progress;
 mod recommend;
 mod tune;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 
 /// Help heading of the options every subcommand accepts, so that a subcommand's `--help` shows
@@ -30,6 +32,7 @@ struct Cli {
         global = true,
         env = "CARVER_HARDWARE_DB",
         value_name = "DIR",
+        value_parser = OsStringValueParser::new().try_map(hardware_db_value),
         help_heading = GLOBAL_OPTIONS
     )]
     hardware_db: Option<PathBuf>,
@@ -40,6 +43,7 @@ struct Cli {
         global = true,
         env = "CARVER_CACHE_DIR",
         value_name = "DIR",
+        value_parser = OsStringValueParser::new().try_map(cache_dir_value),
         help_heading = GLOBAL_OPTIONS
     )]
     cache_dir: Option<PathBuf>,
@@ -66,6 +70,72 @@ enum Command {
     Completions(completions::CompletionsArgs),
 }
 
+/// `--hardware-db`: any non-empty path (whether it is a readable directory is checked when the
+/// database is loaded, by the commands that load it).
+fn hardware_db_value(value: OsString) -> Result<PathBuf, String> {
+    if value.is_empty() {
+        return Err(format!(
+            "an empty path names no directory: give a directory of *.toml hardware files, {}",
+            "or leave the option out to use the shipped descriptions only"
+        ));
+    }
+    Ok(value.into())
+}
+
+/// `--cache-dir`: a directory, or a path where one can be created.
+fn cache_dir_value(value: OsString) -> Result<PathBuf, String> {
+    if value.is_empty() {
+        return Err(format!(
+            "an empty path names no directory: give a directory (created when needed), {}",
+            "or leave the option out to use the user cache directory"
+        ));
+    }
+    let path = PathBuf::from(value);
+    match std::fs::metadata(&path) {
+        Ok(meta) if !meta.is_dir() => Err(format!(
+            "{} is a file, not a directory: give a directory (created when needed)",
+            path.display()
+        )),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!(
+            "{} cannot be used as a directory ({e}): give a directory (created when needed)",
+            path.display()
+        )),
+        _ => Ok(path),
+    }
+}
+
+/// Forgets CARVER_* variables that are set to nothing but blanks, so that `CARVER_CACHE_DIR=`
+/// (as a shell or a CI file leaves it) means unset rather than an empty path: for clap, and for
+/// the libraries that read these variables themselves.
+fn forget_blank_carver_variables() {
+    let blank: Vec<OsString> = std::env::vars_os()
+        .filter(|(name, value)| {
+            name.to_string_lossy().starts_with("CARVER_")
+                && value.to_string_lossy().trim().is_empty()
+        })
+        .map(|(name, _)| name)
+        .collect();
+    for name in blank {
+        // SAFETY: called first in main, before any thread exists that could read the
+        // environment.
+        unsafe { std::env::remove_var(name) };
+    }
+}
+
+/// `error`'s message and its causes, leaving out a cause whose text the message already holds
+/// (several error types print their source inside their own message).
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
 /// What every subcommand may need from the global options.
 pub struct Globals {
     pub locations: carver_flows::Locations,
@@ -86,6 +156,7 @@ fn default_sigpipe() {}
 
 fn main() -> ExitCode {
     default_sigpipe();
+    forget_blank_carver_variables();
     let cli = Cli::parse();
     let globals = Globals {
         locations: carver_flows::Locations {
@@ -104,7 +175,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", error_text(&err));
             ExitCode::FAILURE
         }
     }

@@ -112,6 +112,14 @@ impl Progress for Terminal {
     }
 
     fn warning(&self, message: &str) {
-        eprintln!("warning: {message}");
+        let print = || eprintln!("warning: {message}");
+        // Over drawn bars the line would be overwritten: lift them while it is printed.
+        match self.bars.lock() {
+            Ok(bars) => match bars.as_ref() {
+                Some(b) => b.bench.suspend(|| b.compile.suspend(print)),
+                None => print(),
+            },
+            Err(_) => print(),
+        }
     }
 }

@@ -18,17 +18,33 @@ use clap::Args;
 use crate::Globals;
 use crate::output::{Format, print_json, table};
 use crate::progress::Terminal;
+use crate::recommend::parse_size;
 
 #[derive(Debug, Args)]
 pub struct TuneArgs {
     /// Rows of A and C: the problem is C (M x N) = A (M x K) @ B (K x N).
-    #[arg(long, required_unless_present_any = ["shapes", "worker"])]
+    #[arg(
+        long,
+        required_unless_present_any = ["shapes", "worker"],
+        value_parser = parse_size,
+        allow_negative_numbers = true
+    )]
     pub m: Option<u64>,
     /// Columns of B and C.
-    #[arg(long, required_unless_present_any = ["shapes", "worker"])]
+    #[arg(
+        long,
+        required_unless_present_any = ["shapes", "worker"],
+        value_parser = parse_size,
+        allow_negative_numbers = true
+    )]
     pub n: Option<u64>,
     /// The reduction dimension: columns of A, rows of B.
-    #[arg(long, required_unless_present_any = ["shapes", "worker"])]
+    #[arg(
+        long,
+        required_unless_present_any = ["shapes", "worker"],
+        value_parser = parse_size,
+        allow_negative_numbers = true
+    )]
     pub k: Option<u64>,
     /// Input dtype of A and B (the output has the same type): bf16 or f16.
     #[arg(long, default_value = "bf16", value_parser = parse_dtype)]
@@ -37,7 +53,12 @@ pub struct TuneArgs {
     #[arg(long, default_value = "rr", value_parser = parse_layout)]
     pub layout: (Layout, Layout),
     /// How many of the model's best configurations to try.
-    #[arg(long, default_value_t = TopK::DEFAULT, value_parser = crate::recommend::parse_topk)]
+    #[arg(
+        long,
+        default_value_t = TopK::DEFAULT,
+        value_parser = crate::recommend::parse_topk,
+        allow_negative_numbers = true
+    )]
     pub topk: TopK,
     /// Try every legal configuration of the family instead of the top-k.
     #[arg(long)]
@@ -69,13 +90,13 @@ pub struct TuneArgs {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Rows of A and C: the problem is C (M x N) = A (M x K) @ B (K x N).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_size, allow_negative_numbers = true)]
     pub m: u64,
     /// Columns of B and C.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_size, allow_negative_numbers = true)]
     pub n: u64,
     /// The reduction dimension: columns of A, rows of B.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_size, allow_negative_numbers = true)]
     pub k: u64,
     /// Input dtype of A and B (the output has the same type): bf16 or f16.
     #[arg(long, default_value = "bf16", value_parser = parse_dtype)]

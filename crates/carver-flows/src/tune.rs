@@ -307,6 +307,11 @@ mod live {
                 TuneEvent::WorkerLost { candidate, reason } => {
                     TuneProgress::WorkerLost { candidate, reason }
                 }
+                TuneEvent::CacheEntryRejected { candidate, defect } => {
+                    return progress.warning(&format!(
+                        "cached kernel of {candidate} not used, compiling it again: {defect}"
+                    ));
+                }
             })
         }
     }
