@@ -3,15 +3,12 @@
 //! The store is one JSON file per UUID under `<cache dir>/calibration/`. Files are written to a
 //! temporary name and renamed, so a crash never leaves a half-written calibration behind.
 //!
-//! A calibration replaces figures the cost model divides by, so each is checked before use:
-//! finite, and within [`CALIBRATION_FACTORS`] of the description's own figure. A file that fails
-//! is returned as an error beside the lookup's answer, never dropped silently; the model then
-//! runs on the description's figures (a calibration is optional).
+//! Reading a file checks what needs no description (format, UUID, finite figures of a plausible
+//! size); `calibrated.rs` checks the figures against the description they replace.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
-use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -20,16 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::check::Check;
 use crate::class::ComputeClass;
 use crate::error::ArchError;
-use crate::model::Arch;
 
 /// Version of the calibration file format.
 pub const CALIBRATION_FORMAT: u32 = 1;
-
-/// How far a measured figure may lie from the description's figure for the same thing. A busy,
-/// throttled or power-capped GPU measures well below its spec sheet, but under 5% of it the
-/// measurement itself is broken (a failed run, a unit slip); nothing measures above its physical
-/// ceiling, and 2x leaves room for database figures that are estimates (L2 bandwidth).
-pub const CALIBRATION_FACTORS: RangeInclusive<f64> = 0.05..=2.0;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
@@ -162,64 +152,6 @@ impl Calibration {
         out
     }
 
-    /// Checks every measured figure against `arch`, the description whose figures it replaces:
-    /// each must be finite and within [`CALIBRATION_FACTORS`] of the description's figure.
-    /// `source` names the calibration in errors.
-    pub fn check_against(&self, arch: &Arch, source: &str) -> Result<(), ArchError> {
-        let c = Check::new(source);
-        for (figure, value) in self.figures() {
-            let field = figure.to_string();
-            let (reference, reference_name, unit) = match figure {
-                CalibratedFigure::DramBandwidth => (
-                    arch.memory.bandwidth_bytes_per_s,
-                    "memory.bandwidth_bytes_per_s".to_string(),
-                    "B/s",
-                ),
-                CalibratedFigure::L2Bandwidth => (
-                    arch.l2.bandwidth_bytes_per_s,
-                    "l2.bandwidth_bytes_per_s".to_string(),
-                    "B/s",
-                ),
-                CalibratedFigure::SmemBandwidth => (
-                    arch.derived_smem_bandwidth(),
-                    "the shared-memory bandwidth derived from the description".to_string(),
-                    "B/s",
-                ),
-                CalibratedFigure::PeakTflops(class) => {
-                    let Some(peak) = arch.peak.get(&class) else {
-                        return Err(c.invalid(
-                            &field,
-                            format!(
-                                "is a measurement of {class}, but {} has no [peak.{class}] \
-                                 (accepted: {})",
-                                arch.key(),
-                                arch.peak
-                                    .keys()
-                                    .map(|k| format!("peak_tflops.{k}"))
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                        ));
-                    };
-                    (
-                        peak.tflops,
-                        format!("{}'s peak.{class}.tflops", arch.key()),
-                        "TFLOP/s",
-                    )
-                }
-            };
-            c.near(
-                &field,
-                value,
-                reference,
-                CALIBRATION_FACTORS,
-                &reference_name,
-                unit,
-            )?;
-        }
-        Ok(())
-    }
-
     /// Stores the measured `value` of `figure` and how it was measured.
     pub fn record(&mut self, figure: CalibratedFigure, value: f64, method: String) {
         match figure {
@@ -252,7 +184,7 @@ impl CalibrationStore {
         &self.dir
     }
 
-    fn path_for(&self, uuid: &str) -> PathBuf {
+    pub(crate) fn path_for(&self, uuid: &str) -> PathBuf {
         self.dir.join(format!("{}.json", safe_file_stem(uuid)))
     }
 
@@ -292,7 +224,7 @@ impl CalibrationStore {
 
     /// Every stored calibration with its file, newest first, and the files that are not
     /// calibrations.
-    fn entries(&self) -> (Vec<(PathBuf, Calibration)>, Vec<ArchError>) {
+    pub(crate) fn entries(&self) -> (Vec<(PathBuf, Calibration)>, Vec<ArchError>) {
         let mut good = Vec::new();
         let mut bad = Vec::new();
         let Ok(entries) = fs::read_dir(&self.dir) else {
@@ -320,61 +252,11 @@ impl CalibrationStore {
         good.sort_by_key(|(_, c)| std::cmp::Reverse(c.measured_at_unix_s));
         (good, bad)
     }
-
-    /// The newest calibration of a device that matched `arch`'s database entry and that passes
-    /// [`Calibration::check_against`] `arch`. Every file that could not be used is in `ignored`:
-    /// files that are not calibrations, and calibrations of this entry that fail the check.
-    pub fn for_entry(&self, arch: &Arch) -> CalibrationLookup {
-        let (entries, mut ignored) = self.entries();
-        let mut calibration = None;
-        for (path, c) in entries {
-            if c.base_key.as_deref() != Some(arch.key()) {
-                continue;
-            }
-            match c.check_against(arch, &path.display().to_string()) {
-                Ok(()) if calibration.is_none() => calibration = Some(c),
-                Ok(()) => {}
-                Err(e) => ignored.push(e),
-            }
-        }
-        CalibrationLookup {
-            calibration,
-            ignored,
-        }
-    }
-
-    /// The calibration stored for device `uuid`, if it passes [`Calibration::check_against`]
-    /// `arch` (the device's model); else the reason in `ignored`.
-    pub fn for_device(&self, uuid: &str, arch: &Arch) -> CalibrationLookup {
-        let path = self.path_for(uuid).display().to_string();
-        let checked = self.load(uuid).and_then(|c| match c {
-            Some(c) => c.check_against(arch, &path).map(|()| Some(c)),
-            None => Ok(None),
-        });
-        match checked {
-            Ok(calibration) => CalibrationLookup {
-                calibration,
-                ignored: Vec::new(),
-            },
-            Err(e) => CalibrationLookup {
-                calibration: None,
-                ignored: vec![e],
-            },
-        }
-    }
-}
-
-/// What a calibration lookup found: the calibration to use, if any, and every file it could not
-/// use, with why (each error names its file).
-#[derive(Debug, Default)]
-pub struct CalibrationLookup {
-    pub calibration: Option<Calibration>,
-    pub ignored: Vec<ArchError>,
 }
 
 /// Reads one calibration file: JSON of the right format, stored under its own UUID, every
 /// figure finite and within what any GPU can measure. (How close each lies to the description's
-/// figure is [`Calibration::check_against`]'s part.)
+/// figure is `Calibration::check_against`'s part.)
 fn parse(path: &Path, text: &str) -> Result<Calibration, ArchError> {
     let label = path.display().to_string();
     let bad = |reason: String| ArchError::Calibration {

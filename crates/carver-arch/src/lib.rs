@@ -15,6 +15,7 @@
 //! assert_eq!(h100.sm.count, 132);
 //! ```
 
+mod calibrated;
 mod calibration;
 pub mod check;
 mod class;
@@ -26,10 +27,8 @@ mod paths;
 mod schema;
 mod validate;
 
-pub use calibration::{
-    CALIBRATION_FACTORS, CALIBRATION_FORMAT, CalibratedFigure, Calibration, CalibrationLookup,
-    CalibrationStore,
-};
+pub use calibrated::{CALIBRATION_FACTORS, CalibrationLookup};
+pub use calibration::{CALIBRATION_FORMAT, CalibratedFigure, Calibration, CalibrationStore};
 pub use check::{Check, DERIVED_TOLERANCE};
 pub use db::{HardwareDb, parse_arch};
 pub use error::ArchError;

@@ -272,7 +272,9 @@ fn parse_csv(text: &str) -> Result<Vec<ShapeRow>, String> {
         }
         let cells: Vec<&str> = trimmed.split(',').map(str::trim).collect();
         if columns.is_none() {
-            if cells.iter().any(|c| c.parse::<i128>().is_err()) {
+            // A header has no numbers; a first row with one bad number is a row, reported as
+            // such, not a header without M, N and K.
+            if cells.iter().all(|c| c.parse::<f64>().is_err()) {
                 columns = Some(cells.iter().map(|c| c.to_ascii_lowercase()).collect());
                 let cols = columns.as_ref().unwrap();
                 if let Some(col) = cols.iter().find(|c| RUN_WIDE_KEYS.contains(&c.as_str())) {
@@ -394,5 +396,11 @@ mod tests {
         assert!(rows[1].parsed.as_ref().unwrap_err().contains("N = `five`"));
         let rows = parse_csv("7,8,9\n").unwrap();
         assert_eq!(rows[0].parsed.as_ref().unwrap().m, 7);
+        // One bad cell in a first row without a header is that row's error.
+        for (text, why) in [("64,64,1.5\n", "K = `1.5`"), ("64,abc,64\n", "N = `abc`")] {
+            let rows = parse_csv(text).unwrap();
+            assert_eq!(rows[0].line, 1);
+            assert!(rows[0].parsed.as_ref().unwrap_err().contains(why), "{text}");
+        }
     }
 }
