@@ -175,27 +175,22 @@ const RUN_WIDE_KEYS: [&str; 10] = [
 
 /// Why a row's (or a CSV header's) key `key` cannot be used.
 fn run_wide_key(key: &str, value: Option<&str>) -> String {
+    let shown = value.map(|v| format!(" = {v:?}")).unwrap_or_default();
+    let refusal = format!(
+        "`{key}`{shown} cannot be set per row of a shapes file (row keys: name, M, N, K, batch)"
+    );
     let lower = key.to_ascii_lowercase();
     let flag = match lower.as_str() {
         "dtype" | "dtype_a" | "dtype_b" => "--dtype",
         "dtype_c" | "out_dtype" => "--out-dtype",
         "dtype_acc" | "acc_dtype" => "--acc-dtype",
-        other => {
-            return format!(
-                "`{key}` cannot be set per row of a shapes file; pass --{other} for the whole run \
-             (accepted keys: name, M, N, K, batch)"
-            );
-        }
+        other => return format!("{refusal}; pass --{other} for the whole run"),
     };
-    let dtype_note = match value.map(|v| v.parse::<carver::DType>()) {
-        Some(Err(e)) => format!(" ({e})"),
-        _ => String::new(),
-    };
-    format!(
-        "`{key}`{} cannot be set per row of a shapes file; pass {flag} for the whole run{dtype_note} \
-         (accepted keys: name, M, N, K, batch)",
-        value.map(|v| format!(" = {v:?}")).unwrap_or_default()
-    )
+    // A value that is no dtype at all is worth saying too, with the accepted ones.
+    match value.map(|v| v.parse::<carver::DType>()) {
+        Some(Err(e)) => format!("{refusal}; pass {flag} for the whole run; {e}"),
+        _ => format!("{refusal}; pass {flag} for the whole run"),
+    }
 }
 
 fn parse_json(text: &str) -> Result<Vec<ShapeRow>, String> {
