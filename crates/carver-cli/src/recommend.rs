@@ -22,17 +22,17 @@ pub struct RecommendArgs {
     #[arg(long, value_delimiter = ',', default_value = "h100")]
     pub arch: Vec<String>,
     /// Rows of A and C: the problem is C (M x N) = A (M x K) @ B (K x N).
-    #[arg(long, required_unless_present = "shapes", allow_negative_numbers = true, value_parser = parse_size)]
+    #[arg(long, required_unless_present = "shapes")]
     pub m: Option<u64>,
     /// Columns of B and C.
-    #[arg(long, required_unless_present = "shapes", allow_negative_numbers = true, value_parser = parse_size)]
+    #[arg(long, required_unless_present = "shapes")]
     pub n: Option<u64>,
     /// The reduction dimension: columns of A, rows of B.
-    #[arg(long, required_unless_present = "shapes", allow_negative_numbers = true, value_parser = parse_size)]
+    #[arg(long, required_unless_present = "shapes")]
     pub k: Option<u64>,
     /// Independent matmuls of this shape in one launch, C[b] = A[b] @ B[b] (a shapes file gives
     /// its own, per row).
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = parse_size)]
+    #[arg(long, default_value_t = 1)]
     pub batch: u64,
     /// Input dtype of A and B: f16, bf16, f32 (tf32), e4m3, e5m2, i8.
     #[arg(long, default_value = "f16", value_parser = parse_dtype)]
@@ -61,14 +61,6 @@ pub struct RecommendArgs {
     /// Many shapes in one process: JSON (like eval/dev-shapes.json) or CSV with M,N,K columns.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["m", "n", "k"])]
     pub shapes: Option<PathBuf>,
-}
-
-/// A size flag: a whole number (clap names the flag; the model checks the range). Negative
-/// numbers reach this parser, so `--m -1` is refused as a size rather than as a stray argument.
-fn parse_size(s: &str) -> Result<u64, String> {
-    s.trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size: expected a whole number from 1 up, like 4096"))
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {

@@ -879,19 +879,20 @@ fn every_bad_shapes_file_or_dtype_flag_is_refused_with_its_line() {
     }
 }
 
-/// Sizes given as flags: (flags after `recommend --arch h100`, what stderr must mention).
+/// Sizes given as flags: (flags after `recommend --arch h100`, what stderr must mention). The
+/// argument parser or the model refuses each; the needles hold whichever does.
 const SIZE_FLAG_CASES: [(&[&str], &[&str]); 8] = [
     (
         &["--m", "abc", "--n", "64", "--k", "64"],
-        &["--m", "`abc` is not a size"],
+        &["invalid value 'abc' for '--m"],
     ),
     (
         &["--m", "64", "--n", "64", "--k", "64", "--batch", "-3"],
-        &["--batch", "`-3` is not a size"],
+        &["-3"],
     ),
     (
         &["--m", "4611686018427387904", "--n", "64", "--k", "64"],
-        &["largest supported size"],
+        &["4611686018427387904", "largest supported size"],
     ),
     (
         &[
@@ -904,16 +905,16 @@ const SIZE_FLAG_CASES: [(&[&str], &[&str]); 8] = [
             "--batch",
             "4611686018427387904",
         ],
-        &["batch = 4611686018427387904"],
+        &["4611686018427387904", "largest supported size"],
     ),
+    (&["--m", "-1", "--n", "64", "--k", "64"], &["-1"]),
     (
-        &["--m", "-1", "--n", "64", "--k", "64"],
-        &["--m", "`-1` is not a size"],
+        &["--m", "1.5", "--n", "64", "--k", "64"],
+        &["invalid value '1.5' for '--m"],
     ),
-    (&["--m", "1.5", "--n", "64", "--k", "64"], &["1.5"]),
     (
         &["--m", "18446744073709551616", "--n", "64", "--k", "64"],
-        &["18446744073709551616"],
+        &["invalid value '18446744073709551616' for '--m"],
     ),
     (
         &["--m", "64", "--n", "64", "--k", "64", "--dtype", "banana"],
