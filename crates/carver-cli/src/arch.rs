@@ -96,7 +96,7 @@ fn list(globals: &Globals, format: Format) -> anyhow::Result<ExitCode> {
 }
 
 fn show(globals: &Globals, name: &str, format: Format) -> anyhow::Result<ExitCode> {
-    let report = carver_flows::archs::show(&globals.locations, name)?;
+    let report = carver_flows::archs::show(&globals.locations, name, &Terminal::default())?;
     match format {
         Format::Json => print_json(&report)?,
         Format::Table => print!("{}", describe(&report.arch)),
@@ -299,7 +299,7 @@ pub fn describe(a: &ArchDescription) -> String {
 }
 
 fn detect(globals: &Globals, format: Format) -> anyhow::Result<ExitCode> {
-    let report = carver_flows::archs::detect(&globals.locations)?;
+    let report = carver_flows::archs::detect(&globals.locations, &Terminal::default())?;
     match format {
         Format::Json => print_json(&report)?,
         Format::Table => {

@@ -174,12 +174,13 @@ pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
         eprintln!("error: {file}:{}: bad shape row: {}", row.line, row.reason);
     }
     for f in &answer.failures {
-        let line = if args.shapes.is_some() {
-            format!(" (line {})", f.line)
+        // `file:line:` as for a bad row, so an editor can jump to the shape.
+        let place = if args.shapes.is_some() {
+            format!("{file}:{}: ", f.line)
         } else {
             String::new()
         };
-        eprintln!("error: {}{line} on {}: {}", f.shape, f.arch, f.error);
+        eprintln!("error: {place}{} on {}: {}", f.shape, f.arch, f.error);
     }
     match args.format {
         Format::Json => print_json(&answer.output)?,

@@ -101,7 +101,7 @@ pub fn recommend(
     request: &RecommendRequest,
     progress: &dyn Progress,
 ) -> Result<Recommendation, FlowError> {
-    let archs = archs::resolve(loc, &request.archs)?;
+    let archs = archs::resolve(loc, &request.archs, progress)?;
     // Read-only: recommending never creates, repairs or migrates the tuning database, and a
     // database it cannot read costs only the measured winners.
     let tuned = match loc.cache_dir_if_any() {

@@ -178,6 +178,7 @@ mod live {
             progress: &dyn Progress,
         ) -> Result<Self, FlowError> {
             let gpu = hopper(loc, device)?;
+            crate::archs::warn_ignored(progress, &gpu.calibration_ignored);
             let cache_dir = loc.cache_dir()?;
             let cache = KernelCache::new(&cache_dir)?;
             let db = crate::cache::open(loc, progress)?;
