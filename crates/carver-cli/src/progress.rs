@@ -66,7 +66,10 @@ impl Progress for Terminal {
             }
             TuneProgress::Benchmarked { done, .. } => b.bench.set_position(done as u64),
             TuneProgress::WorkerLost { candidate, reason } => b.bench.suspend(|| {
-                eprintln!("warning: candidate {candidate} lost its worker: {reason}");
+                eprintln!(
+                    "warning: candidate {candidate} lost its worker: {}",
+                    crate::output::escape(&reason)
+                );
             }),
         });
     }
@@ -112,6 +115,7 @@ impl Progress for Terminal {
     }
 
     fn warning(&self, message: &str) {
-        eprintln!("warning: {message}");
+        // Warnings quote stored names and reasons.
+        eprintln!("warning: {}", crate::output::escape(message));
     }
 }
