@@ -392,7 +392,7 @@ fn read_header(
     let Some(fields) = value.as_object() else {
         return Err(refuse(format!(
             "line 1 should be a header like {example}, not {}",
-            quote(&value.to_string())
+            value_text(&value)
         )));
     };
     match fields.get("format").and_then(Value::as_str) {
@@ -421,7 +421,7 @@ fn read_header(
         Some((raw, _)) => {
             return Err(refuse(format!(
                 "format version {} is not one this carver reads (accepted: {accepted})",
-                quote(&raw.to_string())
+                value_text(raw)
             )));
         }
         None => {
@@ -437,7 +437,7 @@ fn read_header(
         Some(v) => v.as_u64().ok_or_else(|| {
             refuse(format!(
                 "the header's records must be a count of records (got {})",
-                quote(&v.to_string())
+                value_text(v)
             ))
         })?,
         None => return Err(refuse("the header has no records count".into())),
@@ -447,7 +447,7 @@ fn read_header(
     {
         return Err(refuse(format!(
             "the header's exported_by must be a text (got {})",
-            quote(&v.to_string())
+            value_text(v)
         )));
     }
     let known = [
@@ -460,12 +460,30 @@ fn read_header(
     Ok(unknown_fields(fields, &known, "the header"))
 }
 
+/// A JSON value from the file for a message: a text quoted and escaped, anything else as JSON
+/// (which escapes its texts), both cut to [`QUOTE_CHARS`](crate::QUOTE_CHARS) characters.
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(text) => quote(text),
+        other => {
+            let json = other.to_string();
+            let mut chars = json.chars();
+            let head: String = chars.by_ref().take(crate::QUOTE_CHARS).collect();
+            if chars.next().is_some() {
+                format!("{head}...")
+            } else {
+                head
+            }
+        }
+    }
+}
+
 fn check_schema_version(v: &Value) -> Result<(), String> {
     match v.as_u64() {
         Some(v) if ACCEPTED_SCHEMA_VERSIONS.iter().any(|&a| u64::from(a) == v) => Ok(()),
         _ => Err(format!(
             "schema_version {} is not one this carver reads (accepted: {})",
-            quote(&v.to_string()),
+            value_text(v),
             ACCEPTED_SCHEMA_VERSIONS.map(|v| v.to_string()).join(", ")
         )),
     }
