@@ -223,6 +223,8 @@ fn remove_takes_existing_ids_only() {
     assert_eq!(rows(c), 3, "all or nothing");
     run(c, &["cache", "remove"]).fails_with("required");
     run(c, &["cache", "remove", "one"]).fails_with("invalid value 'one'");
+    run(c, &["cache", "show", "\u{1b}[2J"]).fails_with("`\\u{1b}[2J` is neither a result id");
+    run(c, &["cache", "show", "77"]).fails_with("no stored tuning result matches `77`");
     run(c, &["cache", "remove", "1", "3"]).succeeds_with("deleted 2 tuning results (ids 1, 3)");
     assert_eq!(rows(c), 1);
 }
@@ -648,7 +650,7 @@ fn bad_row_texts_are_refused() {
         ),
         (
             "cut short",
-            line(&sample_record(503))[..60].as_bytes().to_vec(),
+            line(&sample_record(503)).as_bytes()[..60].to_vec(),
             "EOF while parsing",
         ),
         (

@@ -75,14 +75,15 @@ pub fn show(
     } else if let Ok(shape) = parse_mnk(selector) {
         filter.shape = Some(shape);
     } else {
-        return Err(FlowError::BadSelector(selector.to_string()));
+        // Echoed in the message: escaped, as it may hold anything.
+        return Err(FlowError::BadSelector(selector.escape_debug().to_string()));
     }
     let db = open(loc, progress)?;
     let selection = db.query(&filter)?;
     if selection.records.is_empty() {
         if selection.skipped.is_empty() {
             return Err(FlowError::NothingMatches {
-                selector: selector.to_string(),
+                selector: selector.escape_debug().to_string(),
                 filters: describe_filter(&filter),
             });
         }
@@ -92,7 +93,7 @@ pub fn show(
             .map(|s| format!("row {}: {}", s.id, s.reason))
             .collect();
         return Err(FlowError::OnlyDamaged {
-            selector: selector.to_string(),
+            selector: selector.escape_debug().to_string(),
             reasons: reasons.join("; "),
         });
     }

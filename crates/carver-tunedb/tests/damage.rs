@@ -158,7 +158,7 @@ fn a_stored_result_the_check_refuses_never_wins() {
     db.store_with(&fake, carver_tunedb::WritePolicy::Replace)
         .unwrap();
     let mut file = Vec::new();
-    write_export(&[honest.clone()], &mut file).unwrap();
+    write_export(std::slice::from_ref(&honest), &mut file).unwrap();
     let report = db
         .import_checked(&mut file.as_slice(), &mut |r| {
             if r.winner_time_s() > Some(1e-6) {
