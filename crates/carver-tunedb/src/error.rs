@@ -137,10 +137,17 @@ impl fmt::Display for Warning {
                 )?;
                 let bad = report.bad_row_count();
                 if bad > 0 {
-                    let ids: Vec<String> =
-                        report.bad_rows.iter().map(|b| b.id.to_string()).collect();
-                    let more = if report.bad_rows_not_listed > 0 {
-                        format!(" and {} more", report.bad_rows_not_listed)
+                    // A warning line, not a report: the first ids say enough.
+                    const SHOWN: usize = 20;
+                    let ids: Vec<String> = report
+                        .bad_rows
+                        .iter()
+                        .take(SHOWN)
+                        .map(|b| b.id.to_string())
+                        .collect();
+                    let rest = bad - ids.len() as u64;
+                    let more = if rest > 0 {
+                        format!(" and {rest} more")
                     } else {
                         String::new()
                     };
