@@ -66,7 +66,10 @@ impl Progress for Terminal {
             }
             TuneProgress::Benchmarked { done, .. } => b.bench.set_position(done as u64),
             TuneProgress::WorkerLost { candidate, reason } => b.bench.suspend(|| {
-                eprintln!("warning: candidate {candidate} lost its worker: {reason}");
+                eprintln!(
+                    "warning: candidate {candidate} lost its worker: {}",
+                    crate::output::escape(&reason)
+                );
             }),
         });
     }
@@ -112,7 +115,8 @@ impl Progress for Terminal {
     }
 
     fn warning(&self, message: &str) {
-        let print = || eprintln!("warning: {message}");
+        // Warnings quote stored names and reasons.
+        let print = || eprintln!("warning: {}", crate::output::escape(message));
         // Over drawn bars the line would be overwritten: lift them while it is printed.
         match self.bars.lock() {
             Ok(bars) => match bars.as_ref() {

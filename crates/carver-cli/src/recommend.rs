@@ -13,7 +13,7 @@ use carver_schema::{Hint, RecommendResult};
 use clap::Args;
 
 use crate::Globals;
-use crate::output::{Format, print_json, table};
+use crate::output::{Format, escape, print_json, table};
 use crate::progress::Terminal;
 
 #[derive(Debug, Args)]
@@ -310,7 +310,10 @@ fn print_tables(results: &[RecommendResult], explain: bool) {
                 .unwrap_or_default();
             println!(
                 "  measured winner on {} ({}): {} -> {:.1} us{cublas}",
-                m.device_name, m.device_uuid, m.config, m.measured_time_us
+                escape(&m.device_name),
+                escape(&m.device_uuid),
+                escape(&m.config.to_string()),
+                m.measured_time_us
             );
         }
         let rows: Vec<Vec<String>> = r

@@ -16,7 +16,7 @@ use carver_tunedb::Bucket;
 use clap::Args;
 
 use crate::Globals;
-use crate::output::{Format, print_json, table};
+use crate::output::{Format, escape, print_json, table};
 use crate::progress::Terminal;
 use crate::recommend::parse_size;
 
@@ -69,7 +69,8 @@ pub struct TuneArgs {
     /// Many shapes: JSON (like eval/dev-shapes.json) or CSV with M,N,K columns.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["m", "n", "k"])]
     pub shapes: Option<PathBuf>,
-    /// Measure again even when the tuning database already has a result.
+    /// Measure again even when the tuning database already has a result, and store the new
+    /// result in its place.
     #[arg(long)]
     pub retune: bool,
     /// How a stored result's M, N and K must match: `exact`, or `pow2` (each size rounded up to
@@ -285,7 +286,8 @@ fn print_shape(device_name: &str, r: &TuneShapeResult) {
         .map(|c| {
             vec![
                 c.model_rank.to_string(),
-                c.label.clone(),
+                // Labels and failures of a stored result come from the database.
+                escape(&c.label).into_owned(),
                 fmt_opt(Some(c.predicted_time_us), 1),
                 fmt_opt(c.measured_time_us, 1),
                 fmt_opt(c.tflops, 0),
@@ -306,7 +308,7 @@ fn print_shape(device_name: &str, r: &TuneShapeResult) {
                     }
                 }),
                 match (&c.failure, &c.details) {
-                    (Some(f), _) => f.clone(),
+                    (Some(f), _) => escape(f).into_owned(),
                     (None, Some(d)) if d.timing.early_stopped => {
                         format!("stopped early after {} runs", d.timing.runs)
                     }
@@ -347,10 +349,10 @@ fn print_shape(device_name: &str, r: &TuneShapeResult) {
         println!("wall time: compile {c:.2} s, check and benchmark {b:.2} s, total {t:.2} s");
     }
     if let Some(st) = &r.stored {
-        println!("tuning database: {st}");
+        println!("tuning database: {}", escape(st));
     }
     if let Some(e) = &r.error {
-        println!("error: {e}");
+        println!("error: {}", escape(e));
     }
     println!();
 }

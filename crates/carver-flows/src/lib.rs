@@ -6,7 +6,8 @@
 //! - [`recommend::recommend`]: rank configurations for many shapes on several GPUs.
 //! - [`archs`]: list and show the hardware database, resolve the GPUs to plan for; with the
 //!   `gpu` feature, [`archs::detect`] and [`archs::calibrate`].
-//! - [`cache`]: list, show, export, import and clear the tuning database.
+//! - [`cache`]: list, show, export, import, recover, clear and remove in the tuning database;
+//!   [`plausible`] checks what goes in against the hardware model.
 //! - [`tune`] (the `gpu` feature): look up, tune and store carver's own Hopper family, and time
 //!   one configuration against cuBLAS.
 //!
@@ -28,8 +29,10 @@
 pub mod archs;
 pub mod cache;
 mod error;
+mod files;
 mod locations;
 mod measured;
+pub mod plausible;
 pub mod progress;
 pub mod recommend;
 pub mod shapes;

@@ -133,12 +133,18 @@ pub fn recommend(
             let outcome = recommend_hints(&template, arch, request.topk);
             let elapsed_us = start.elapsed().as_secs_f64() * 1e6;
             let measured = match (&tuned, &outcome) {
-                (Some(db), Ok(_)) => {
-                    crate::measured::lookup(db, &template, arch).unwrap_or_else(|e| {
+                (Some(db), Ok(_)) => match crate::measured::lookup(db, &template, arch) {
+                    Ok((winner, warnings)) => {
+                        for warning in warnings {
+                            progress.warning(&warning);
+                        }
+                        winner
+                    }
+                    Err(e) => {
                         progress.warning(&format!("no measured winner for this shape: {e}"));
                         None
-                    })
-                }
+                    }
+                },
                 _ => None,
             };
             let (hints, error) = match outcome {

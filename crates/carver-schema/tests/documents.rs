@@ -641,6 +641,7 @@ fn tune_record_and_cache_documents() {
                 failed_candidates: 1,
                 measured_at_unix_s: record.measured_at_unix_s,
             }],
+            skipped: vec![],
         },
     );
     pin(
@@ -651,6 +652,7 @@ fn tune_record_and_cache_documents() {
                 id: 7,
                 record: record.clone(),
             }],
+            skipped: vec![],
         },
     );
     pin(
@@ -677,6 +679,7 @@ fn tune_record_and_cache_documents() {
                 }],
                 expected_records: 6,
                 records_in_file: 6,
+                ..ImportReport::default()
             },
         },
     );
@@ -685,6 +688,29 @@ fn tune_record_and_cache_documents() {
         &CacheClear {
             schema_version: SCHEMA_VERSION,
             deleted: 2,
+            dry_run: false,
+            would_delete: vec![],
+        },
+    );
+    pin(
+        "cache_recover",
+        &CacheRecover {
+            schema_version: SCHEMA_VERSION,
+            file: "/home/me/.cache/carver/tuning.sqlite3.moved-aside-1767225600".into(),
+            database: "/home/me/.cache/carver/tuning.sqlite3".into(),
+            report: SalvageReport {
+                rows_found: 989,
+                inserted: 986,
+                replaced: 0,
+                kept_existing: 2,
+                bad_rows: vec![SkippedRow {
+                    id: 17,
+                    reason: "candidates is not valid: EOF while parsing a list (column 812)".into(),
+                }],
+                bad_rows_not_listed: 0,
+                unreadable_pages: 3,
+                notes: vec![],
+            },
         },
     );
 }
