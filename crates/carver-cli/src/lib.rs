@@ -1,4 +1,8 @@
 //! The `carver` command. Thin: parses arguments, calls the libraries, prints.
+//!
+//! A library as well as the binary so that every front end runs the one parser: `main.rs` calls
+//! [`run`], and so does the Python package (`python -m carver`), which cannot start a binary it
+//! does not ship.
 
 mod arch;
 mod cache;
@@ -8,6 +12,8 @@ mod progress;
 mod recommend;
 mod tune;
 
+use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -69,12 +75,33 @@ enum Command {
 /// What every subcommand may need from the global options.
 pub struct Globals {
     pub locations: carver_flows::Locations,
+    /// How to start this command again (tuning workers are it plus `tune --worker`).
+    pub relaunch: Relaunch,
+}
+
+/// A command line that starts this same CLI: the `carver` binary, or a Python interpreter with
+/// `-m carver`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Relaunch {
+    pub program: PathBuf,
+    /// Arguments before the subcommand's own.
+    pub args: Vec<String>,
+}
+
+impl Relaunch {
+    /// The running executable, with no arguments of its own.
+    pub fn current_exe() -> Self {
+        Self {
+            program: std::env::current_exe().unwrap_or_else(|_| "carver".into()),
+            args: Vec::new(),
+        }
+    }
 }
 
 /// Lets a closed pipe end the process quietly (`carver ... | head`), as every Unix filter does,
 /// instead of a panic on the next write.
 #[cfg(unix)]
-fn default_sigpipe() {
+pub fn default_sigpipe() {
     // SAFETY: restoring the default disposition of one signal before any thread is started.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
@@ -82,16 +109,31 @@ fn default_sigpipe() {
 }
 
 #[cfg(not(unix))]
-fn default_sigpipe() {}
+pub fn default_sigpipe() {}
 
-fn main() -> ExitCode {
-    default_sigpipe();
-    let cli = Cli::parse();
+/// Runs the command line `argv` (program name first) and returns the process exit status:
+/// 0 on success, 1 when the command failed, clap's status (2) for bad arguments. Never exits
+/// the process itself, so a host process (Python) decides what happens next.
+pub fn run<I, T>(argv: I, relaunch: Relaunch) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(err) => {
+            // What `Cli::parse` would print (help and version on stdout, errors on stderr),
+            // without its `exit`.
+            let _ = err.print();
+            return u8::try_from(err.exit_code()).unwrap_or(2);
+        }
+    };
     let globals = Globals {
         locations: carver_flows::Locations {
             hardware_db: cli.hardware_db,
             cache_dir: cli.cache_dir,
         },
+        relaunch,
     };
     let result = match cli.command {
         Command::Arch(cmd) => arch::run(cmd, &globals),
@@ -101,11 +143,15 @@ fn main() -> ExitCode {
         Command::Cache(cmd) => cache::run(cmd, &globals),
         Command::Completions(args) => completions::run(args),
     };
+    // A host process does not flush Rust's stdout at exit as a Rust `main` does.
+    let _ = std::io::stdout().flush();
     match result {
-        Ok(code) => code,
+        // Subcommands end with SUCCESS or FAILURE only.
+        Ok(code) if code == ExitCode::SUCCESS => 0,
+        Ok(_) => 1,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            1
         }
     }
 }
