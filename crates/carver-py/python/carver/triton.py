@@ -367,7 +367,8 @@ def prune(*, m="M", n="N", k="K", batch=None, topk=8, arch="auto", dtype="f16", 
         arg_names = list(named_args) + [a for a in kwargs if a not in named_args]
         sizes = _Sizes(None, arg_names, m, n, k, batch, dtype, dtype_arg)
         mm, nn, kk, bb, dt = sizes.shape(named_args, kwargs)
-        natives = [names.native(c, kwargs) for c in configs]
+        # A meta-parameter a config leaves out is the call's (positional or keyword).
+        natives = [names.native(c, {**named_args, **kwargs}) for c in configs]
         to_price = [x for x in natives if x is not None]
         priced = iter(_carver.price(mm, nn, kk, to_price, batch=bb, dtype=dt, **options))
         verdicts = [next(priced) if x is not None else None for x in natives]
