@@ -2,6 +2,9 @@
 //!
 //! The store is one JSON file per UUID under `<cache dir>/calibration/`. Files are written to a
 //! temporary name and renamed, so a crash never leaves a half-written calibration behind.
+//!
+//! Reading a file checks what needs no description (format, UUID, finite figures of a plausible
+//! size); `calibrated.rs` checks the figures against the description they replace.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,6 +14,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::check::Check;
 use crate::class::ComputeClass;
 use crate::error::ArchError;
 
@@ -126,6 +130,28 @@ impl Calibration {
         }
     }
 
+    /// Every figure this calibration has a measurement of, with the measurement.
+    pub fn figures(&self) -> Vec<(CalibratedFigure, f64)> {
+        let mut out = Vec::new();
+        for (figure, value) in [
+            (
+                CalibratedFigure::DramBandwidth,
+                self.dram_bandwidth_bytes_per_s,
+            ),
+            (CalibratedFigure::L2Bandwidth, self.l2_bandwidth_bytes_per_s),
+            (
+                CalibratedFigure::SmemBandwidth,
+                self.smem_bandwidth_bytes_per_s,
+            ),
+        ] {
+            out.extend(value.map(|v| (figure, v)));
+        }
+        for (&class, &value) in &self.peak_tflops {
+            out.push((CalibratedFigure::PeakTflops(class), value));
+        }
+        out
+    }
+
     /// Stores the measured `value` of `figure` and how it was measured.
     pub fn record(&mut self, figure: CalibratedFigure, value: f64, method: String) {
         match figure {
@@ -158,18 +184,8 @@ impl CalibrationStore {
         &self.dir
     }
 
-    fn path_for(&self, uuid: &str) -> PathBuf {
-        let safe: String = uuid
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        self.dir.join(format!("{safe}.json"))
+    pub(crate) fn path_for(&self, uuid: &str) -> PathBuf {
+        self.dir.join(format!("{}.json", safe_file_stem(uuid)))
     }
 
     pub fn save(&self, calibration: &Calibration) -> Result<PathBuf, ArchError> {
@@ -202,19 +218,29 @@ impl CalibrationStore {
     /// Every stored calibration, newest first. Unreadable files are returned as errors beside
     /// the good ones rather than hiding them.
     pub fn all(&self) -> (Vec<Calibration>, Vec<ArchError>) {
+        let (good, bad) = self.entries();
+        (good.into_iter().map(|(_, c)| c).collect(), bad)
+    }
+
+    /// Every stored calibration with its file, newest first, and the files that are not
+    /// calibrations.
+    pub(crate) fn entries(&self) -> (Vec<(PathBuf, Calibration)>, Vec<ArchError>) {
         let mut good = Vec::new();
         let mut bad = Vec::new();
         let Ok(entries) = fs::read_dir(&self.dir) else {
             return (good, bad);
         };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.extension().is_none_or(|x| x != "json") {
-                continue;
-            }
+        let mut paths: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        // Read in a fixed order, so the warnings about bad files come in the same order.
+        paths.sort();
+        for path in paths {
             match fs::read_to_string(&path) {
                 Ok(text) => match parse(&path, &text) {
-                    Ok(c) => good.push(c),
+                    Ok(c) => good.push((path, c)),
                     Err(e) => bad.push(e),
                 },
                 Err(e) => bad.push(ArchError::Io {
@@ -223,34 +249,74 @@ impl CalibrationStore {
                 }),
             }
         }
-        good.sort_by_key(|c| std::cmp::Reverse(c.measured_at_unix_s));
+        good.sort_by_key(|(_, c)| std::cmp::Reverse(c.measured_at_unix_s));
         (good, bad)
-    }
-
-    /// The newest calibration of any device that matched database entry `key`.
-    pub fn newest_for_key(&self, key: &str) -> Option<Calibration> {
-        self.all()
-            .0
-            .into_iter()
-            .find(|c| c.base_key.as_deref() == Some(key))
     }
 }
 
+/// Reads one calibration file: JSON of the right format, stored under its own UUID, every
+/// figure finite and within what any GPU can measure. (How close each lies to the description's
+/// figure is `Calibration::check_against`'s part.)
 fn parse(path: &Path, text: &str) -> Result<Calibration, ArchError> {
-    let c: Calibration = serde_json::from_str(text).map_err(|e| ArchError::Calibration {
-        path: path.display().to_string(),
-        reason: e.to_string(),
+    let label = path.display().to_string();
+    let bad = |reason: String| ArchError::Calibration {
+        path: label.clone(),
+        reason,
+    };
+    let c: Calibration = serde_json::from_str(text).map_err(|e| {
+        bad(format!(
+            "not a calibration written by `carver arch calibrate` (a JSON object with format, \
+             uuid, device_name, carver_version, measured_at_unix_s and the measured figures): {e}"
+        ))
     })?;
+    let check = Check::new(&label);
     if c.format > CALIBRATION_FORMAT {
-        return Err(ArchError::Calibration {
-            path: path.display().to_string(),
-            reason: format!(
-                "written by a newer carver (format {}, this carver reads up to {CALIBRATION_FORMAT})",
-                c.format
+        return Err(bad(format!(
+            "written by a newer carver (format {}, this carver reads up to {CALIBRATION_FORMAT})",
+            c.format
+        )));
+    }
+    check.whole("format", c.format, 1..=CALIBRATION_FORMAT, "")?;
+    // The file name is the UUID's: a file under another device's name would calibrate the
+    // wrong GPU.
+    let expected = safe_file_stem(&c.uuid);
+    if c.uuid.trim().is_empty() || path.file_stem().and_then(|s| s.to_str()) != Some(&expected) {
+        return Err(check.invalid(
+            "uuid",
+            format!(
+                "is `{}`, but the file is named `{}`; a calibration is stored as \
+                 <uuid>.json under the UUID of the GPU it measured",
+                c.uuid,
+                path.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
             ),
-        });
+        ));
+    }
+    for (figure, value) in c.figures() {
+        // Bounds of any GPU: a peak as a description's, bandwidths from 1 GB/s to 1 PB/s (a whole
+        // GPU's shared memory reaches tens of TB/s).
+        match figure {
+            CalibratedFigure::PeakTflops(_) => {
+                check.real(&figure.to_string(), value, 0.01..=100_000.0, "TFLOP/s")?
+            }
+            _ => check.real(&figure.to_string(), value, 1e9..=1e15, "B/s")?,
+        };
     }
     Ok(c)
+}
+
+/// A UUID as a file name: letters, digits and dashes kept, anything else `_`.
+fn safe_file_stem(uuid: &str) -> String {
+    uuid.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

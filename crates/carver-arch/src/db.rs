@@ -49,7 +49,9 @@ impl HardwareDb {
     /// `None`) on top: a user file with a shipped key replaces that entry, others are added.
     pub fn load(user_dir: Option<&Path>) -> Result<Self, ArchError> {
         let mut db = Self::embedded()?;
-        let from_env = std::env::var_os(HARDWARE_DB_ENV).filter(|v| !v.is_empty());
+        // A blank variable is an unset one (an empty shell expansion), not a path.
+        let from_env =
+            std::env::var_os(HARDWARE_DB_ENV).filter(|v| !v.to_string_lossy().trim().is_empty());
         if let Some(dir) = user_dir.map(Path::to_path_buf).or(from_env.map(Into::into)) {
             db.add_dir(&dir)?;
         }

@@ -13,6 +13,15 @@ pub enum ArchError {
         reason: String,
     },
 
+    /// A number outside what any GPU (or the description it is checked against) can have.
+    #[error("{path}: field `{field}` is {value}; accepted: {accepted}")]
+    OutOfRange {
+        path: String,
+        field: String,
+        value: String,
+        accepted: String,
+    },
+
     #[error("unknown GPU `{name}`{}; known GPUs: {}", closest.as_ref().map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default(), known.join(", "))]
     UnknownGpu {
         name: String,

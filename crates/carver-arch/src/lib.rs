@@ -15,7 +15,9 @@
 //! assert_eq!(h100.sm.count, 132);
 //! ```
 
+mod calibrated;
 mod calibration;
+pub mod check;
 mod class;
 mod db;
 mod error;
@@ -25,10 +27,12 @@ mod paths;
 mod schema;
 mod validate;
 
+pub use calibrated::{CALIBRATION_FACTORS, CalibrationLookup};
 pub use calibration::{CALIBRATION_FORMAT, CalibratedFigure, Calibration, CalibrationStore};
+pub use check::{Check, DERIVED_TOLERANCE};
 pub use db::{HardwareDb, parse_arch};
 pub use error::ArchError;
 pub use field::{ArchField, UnknownArchField};
 pub use model::*;
 pub use paths::{CACHE_DIR_ENV, HARDWARE_DB_ENV, cache_dir};
-pub use validate::{DERIVED_TOLERANCE, validate};
+pub use validate::{MAX_INSTRUCTION_EXTENT, validate};

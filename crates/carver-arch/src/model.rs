@@ -173,11 +173,45 @@ impl StepRange {
 }
 
 /// A dimension of an instruction shape: one value or a stepped range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Extent {
     Fixed(u32),
     Range(StepRange),
+}
+
+/// By hand rather than `untagged`: a bad number inside a range is then reported as that number,
+/// not as "data did not match any variant".
+impl<'de> Deserialize<'de> for Extent {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{self, Unexpected};
+
+        struct ExtentVisitor;
+        impl<'de> de::Visitor<'de> for ExtentVisitor {
+            type Value = Extent;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    "a whole number below 2^32 (like 16) or a stepped range \
+                     (like { min = 8, max = 256, step = 8 })",
+                )
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Extent, E> {
+                u32::try_from(v)
+                    .map(Extent::Fixed)
+                    .map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &self))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Extent, E> {
+                u32::try_from(v)
+                    .map(Extent::Fixed)
+                    .map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Extent, A::Error> {
+                StepRange::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(Extent::Range)
+            }
+        }
+        d.deserialize_any(ExtentVisitor)
+    }
 }
 
 impl Extent {

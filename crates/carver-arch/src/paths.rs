@@ -15,7 +15,10 @@ pub fn cache_dir(explicit: Option<&Path>) -> Result<PathBuf, ArchError> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
     }
-    if let Some(p) = std::env::var_os(CACHE_DIR_ENV).filter(|p| !p.is_empty()) {
+    // A blank variable is an unset one (an empty shell expansion), not a path.
+    if let Some(p) =
+        std::env::var_os(CACHE_DIR_ENV).filter(|p| !p.to_string_lossy().trim().is_empty())
+    {
         return Ok(PathBuf::from(p));
     }
     directories::ProjectDirs::from("", "", "carver")

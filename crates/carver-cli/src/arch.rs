@@ -16,6 +16,7 @@ pub enum ArchCommand {
     /// Show one GPU's full model (with measured ceilings when calibrated).
     Show {
         /// Key, name or alias (`h100`, `a100-sxm4-80gb`, "NVIDIA H100 80GB HBM3").
+        #[arg(value_parser = crate::recommend::parse_gpu_name)]
         name: String,
         #[command(flatten)]
         format: FormatArg,
@@ -95,7 +96,7 @@ fn list(globals: &Globals, format: Format) -> anyhow::Result<ExitCode> {
 }
 
 fn show(globals: &Globals, name: &str, format: Format) -> anyhow::Result<ExitCode> {
-    let report = carver_flows::archs::show(&globals.locations, name)?;
+    let report = carver_flows::archs::show(&globals.locations, name, &Terminal::default())?;
     match format {
         Format::Json => print_json(&report)?,
         Format::Table => print!("{}", describe(&report.arch)),
@@ -298,7 +299,7 @@ pub fn describe(a: &ArchDescription) -> String {
 }
 
 fn detect(globals: &Globals, format: Format) -> anyhow::Result<ExitCode> {
-    let report = carver_flows::archs::detect(&globals.locations)?;
+    let report = carver_flows::archs::detect(&globals.locations, &Terminal::default())?;
     match format {
         Format::Json => print_json(&report)?,
         Format::Table => {

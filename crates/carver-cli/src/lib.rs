@@ -17,6 +17,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 
 /// Help heading of the options every subcommand accepts, so that a subcommand's `--help` shows
@@ -36,6 +37,7 @@ struct Cli {
         global = true,
         env = "CARVER_HARDWARE_DB",
         value_name = "DIR",
+        value_parser = OsStringValueParser::new().try_map(hardware_db_value),
         help_heading = GLOBAL_OPTIONS
     )]
     hardware_db: Option<PathBuf>,
@@ -46,6 +48,7 @@ struct Cli {
         global = true,
         env = "CARVER_CACHE_DIR",
         value_name = "DIR",
+        value_parser = OsStringValueParser::new().try_map(cache_dir_value),
         help_heading = GLOBAL_OPTIONS
     )]
     cache_dir: Option<PathBuf>,
@@ -70,6 +73,75 @@ enum Command {
     Cache(cache::CacheCommand),
     /// Print a tab-completion script for bash, zsh, fish, elvish or powershell.
     Completions(completions::CompletionsArgs),
+}
+
+/// `--hardware-db`: any non-empty path (whether it is a readable directory is checked when the
+/// database is loaded, by the commands that load it).
+fn hardware_db_value(value: OsString) -> Result<PathBuf, String> {
+    if value.is_empty() {
+        return Err(format!(
+            "an empty path names no directory: give a directory of *.toml hardware files, {}",
+            "or leave the option out to use the shipped descriptions only"
+        ));
+    }
+    Ok(value.into())
+}
+
+/// `--cache-dir`: a directory, or a path where one can be created.
+fn cache_dir_value(value: OsString) -> Result<PathBuf, String> {
+    if value.is_empty() {
+        return Err(format!(
+            "an empty path names no directory: give a directory (created when needed), {}",
+            "or leave the option out to use the user cache directory"
+        ));
+    }
+    let path = PathBuf::from(value);
+    match std::fs::metadata(&path) {
+        Ok(meta) if !meta.is_dir() => Err(format!(
+            "{} is a file, not a directory: give a directory (created when needed)",
+            path.display()
+        )),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!(
+            "{} cannot be used as a directory ({e}): give a directory (created when needed)",
+            path.display()
+        )),
+        _ => Ok(path),
+    }
+}
+
+/// Forgets CARVER_* variables that are set to nothing but blanks, so that `CARVER_CACHE_DIR=`
+/// (as a shell or a CI file leaves it) means unset rather than an empty path: for clap, and for
+/// the libraries that read these variables themselves.
+///
+/// # Safety
+/// It changes the environment: no other thread may read or write it meanwhile (call it first
+/// in a process, as [`prepare_process`] says).
+unsafe fn forget_blank_carver_variables() {
+    let blank: Vec<OsString> = std::env::vars_os()
+        .filter(|(name, value)| {
+            name.to_string_lossy().starts_with("CARVER_")
+                && value.to_string_lossy().trim().is_empty()
+        })
+        .map(|(name, _)| name)
+        .collect();
+    for name in blank {
+        // SAFETY: the caller guarantees no other thread uses the environment.
+        unsafe { std::env::remove_var(name) };
+    }
+}
+
+/// `error`'s message and its causes, leaving out a cause whose text the message already holds
+/// (several error types print their source inside their own message).
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// What every subcommand may need from the global options.
@@ -101,15 +173,27 @@ impl Relaunch {
 /// Lets a closed pipe end the process quietly (`carver ... | head`), as every Unix filter does,
 /// instead of a panic on the next write.
 #[cfg(unix)]
-pub fn default_sigpipe() {
-    // SAFETY: restoring the default disposition of one signal before any thread is started.
+fn default_sigpipe() {
+    // SAFETY: restoring the default disposition of one signal.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
 #[cfg(not(unix))]
-pub fn default_sigpipe() {}
+fn default_sigpipe() {}
+
+/// What the process running the command line sets up first: a closed pipe ends it quietly, and
+/// blank CARVER_* variables count as unset.
+///
+/// # Safety
+/// Call it before any other thread of the process can read or write the environment (first in
+/// `main`, or in a Python process before it starts threads).
+pub unsafe fn prepare_process() {
+    default_sigpipe();
+    // SAFETY: the caller's guarantee.
+    unsafe { forget_blank_carver_variables() };
+}
 
 /// Runs the command line `argv` (program name first) and returns the process exit status:
 /// 0 on success, 1 when the command failed, clap's status (2) for bad arguments. Never exits
@@ -150,7 +234,7 @@ where
         Ok(code) if code == ExitCode::SUCCESS => 0,
         Ok(_) => 1,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", error_text(&err));
             1
         }
     }

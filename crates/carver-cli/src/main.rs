@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    carver_cli::default_sigpipe();
+    // SAFETY: first in main, before any thread exists.
+    unsafe { carver_cli::prepare_process() };
     ExitCode::from(carver_cli::run(
         std::env::args_os(),
         carver_cli::Relaunch::current_exe(),

@@ -1,5 +1,8 @@
 //! Output formats shared by every subcommand.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
 use clap::ValueEnum;
 use serde::Serialize;
 
@@ -46,4 +49,47 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Text from the tuning database or an imported file, made safe for a terminal: control
+/// characters (ESC, BEL, CR, newline, ...) and Unicode's invisible direction overrides are
+/// shown escaped (`\u{1b}`), so that a stored name can neither move the cursor, recolour nor
+/// rewrite what is shown, nor break a table's line. Every such text a table or report prints
+/// goes through here; JSON output is escaped by serde already.
+pub fn escape(text: &str) -> Cow<'_, str> {
+    fn unsafe_char(c: char) -> bool {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{2028}' | '\u{2029}'
+            )
+            || ('\u{202A}'..='\u{202E}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    }
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_and_direction_characters_are_escaped() {
+        assert_eq!(escape("NVIDIA H100"), "NVIDIA H100");
+        assert_eq!(escape("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(escape("x\ny\r\u{7}"), "x\\u{a}y\\u{d}\\u{7}");
+        assert_eq!(escape("\u{202e}evil"), "\\u{202e}evil");
+        assert_eq!(escape("ünïcødé"), "ünïcødé");
+    }
 }

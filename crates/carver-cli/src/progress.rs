@@ -66,7 +66,10 @@ impl Progress for Terminal {
             }
             TuneProgress::Benchmarked { done, .. } => b.bench.set_position(done as u64),
             TuneProgress::WorkerLost { candidate, reason } => b.bench.suspend(|| {
-                eprintln!("warning: candidate {candidate} lost its worker: {reason}");
+                eprintln!(
+                    "warning: candidate {candidate} lost its worker: {}",
+                    crate::output::escape(&reason)
+                );
             }),
         });
     }
@@ -112,6 +115,15 @@ impl Progress for Terminal {
     }
 
     fn warning(&self, message: &str) {
-        eprintln!("warning: {message}");
+        // Warnings quote stored names and reasons.
+        let print = || eprintln!("warning: {}", crate::output::escape(message));
+        // Over drawn bars the line would be overwritten: lift them while it is printed.
+        match self.bars.lock() {
+            Ok(bars) => match bars.as_ref() {
+                Some(b) => b.bench.suspend(|| b.compile.suspend(print)),
+                None => print(),
+            },
+            Err(_) => print(),
+        }
     }
 }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use carver::template::MAX_DIM;
 use carver::{DType, Family, Layout, TopK};
 use carver_flows::archs::ArchChoice;
 use carver_flows::recommend::{RecommendRequest, parse_layouts, recommend};
@@ -12,27 +13,47 @@ use carver_schema::{Hint, RecommendResult};
 use clap::Args;
 
 use crate::Globals;
-use crate::output::{Format, print_json, table};
+use crate::output::{Format, escape, print_json, table};
 use crate::progress::Terminal;
 
 #[derive(Debug, Args)]
 pub struct RecommendArgs {
     /// GPU(s) to plan for: a database name (`h100`), several (`h100,a100,l40s`), or `auto`
     /// for this machine's GPU.
-    #[arg(long, value_delimiter = ',', default_value = "h100")]
+    #[arg(long, value_delimiter = ',', default_value = "h100", value_parser = parse_gpu_name)]
     pub arch: Vec<String>,
     /// Rows of A and C: the problem is C (M x N) = A (M x K) @ B (K x N).
-    #[arg(long, required_unless_present = "shapes")]
+    #[arg(
+        long,
+        required_unless_present = "shapes",
+        value_parser = parse_size,
+        allow_negative_numbers = true
+    )]
     pub m: Option<u64>,
     /// Columns of B and C.
-    #[arg(long, required_unless_present = "shapes")]
+    #[arg(
+        long,
+        required_unless_present = "shapes",
+        value_parser = parse_size,
+        allow_negative_numbers = true
+    )]
     pub n: Option<u64>,
     /// The reduction dimension: columns of A, rows of B.
-    #[arg(long, required_unless_present = "shapes")]
+    #[arg(
+        long,
+        required_unless_present = "shapes",
+        value_parser = parse_size,
+        allow_negative_numbers = true
+    )]
     pub k: Option<u64>,
     /// Independent matmuls of this shape in one launch, C[b] = A[b] @ B[b] (a shapes file gives
     /// its own, per row).
-    #[arg(long, default_value_t = 1)]
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_parser = parse_size,
+        allow_negative_numbers = true
+    )]
     pub batch: u64,
     /// Input dtype of A and B: f16, bf16, f32 (tf32), e4m3, e5m2, i8.
     #[arg(long, default_value = "f16", value_parser = parse_dtype)]
@@ -50,7 +71,12 @@ pub struct RecommendArgs {
     #[arg(long, default_value = "generic", value_parser = parse_target)]
     pub target: Family,
     /// How many configurations to recommend, best first (1 to 1024).
-    #[arg(long, default_value_t = TopK::DEFAULT, value_parser = parse_topk)]
+    #[arg(
+        long,
+        default_value_t = TopK::DEFAULT,
+        value_parser = parse_topk,
+        allow_negative_numbers = true
+    )]
     pub topk: TopK,
     /// A table for people, or versioned JSON for programs.
     #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -65,6 +91,30 @@ pub struct RecommendArgs {
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
     s.parse()
+}
+
+/// A GPU name as given: anything but blanks (the hardware database says whether it knows it).
+pub fn parse_gpu_name(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        let accepted = "give a key, name or alias from `carver arch list`, like `h100`";
+        return Err(format!("an empty GPU name: {accepted}"));
+    }
+    Ok(s.to_string())
+}
+
+/// A matrix size or batch count, refused here rather than planned and failed: a whole number
+/// from 1 to the largest size carver supports.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let accepted = format!("accepted: a whole number from 1 to {MAX_DIM}, in digits");
+    let digits = s.trim();
+    match digits.parse::<u64>() {
+        Ok(0) => Err(format!("must be at least 1 ({accepted})")),
+        Ok(v) if v <= MAX_DIM => Ok(v),
+        _ if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => Err(format!(
+            "{digits} exceeds the largest supported size ({accepted})"
+        )),
+        _ => Err(format!("`{s}` is not a whole number ({accepted})")),
+    }
 }
 
 pub fn parse_topk(s: &str) -> Result<TopK, String> {
@@ -107,12 +157,13 @@ pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
         eprintln!("error: {file}:{}: bad shape row: {}", row.line, row.reason);
     }
     for f in &answer.failures {
-        let line = if args.shapes.is_some() {
-            format!(" (line {})", f.line)
+        // `file:line:` as for a bad row, so an editor can jump to the shape.
+        let place = if args.shapes.is_some() {
+            format!("{file}:{}: ", f.line)
         } else {
             String::new()
         };
-        eprintln!("error: {}{line} on {}: {}", f.shape, f.arch, f.error);
+        eprintln!("error: {place}{} on {}: {}", f.shape, f.arch, f.error);
     }
     match args.format {
         Format::Json => print_json(&answer.output)?,
@@ -242,7 +293,10 @@ fn print_tables(results: &[RecommendResult], explain: bool) {
                 .unwrap_or_default();
             println!(
                 "  measured winner on {} ({}): {} -> {:.1} us{cublas}",
-                m.device_name, m.device_uuid, m.config, m.measured_time_us
+                escape(&m.device_name),
+                escape(&m.device_uuid),
+                escape(&m.config.to_string()),
+                m.measured_time_us
             );
         }
         let rows: Vec<Vec<String>> = r

@@ -16,19 +16,35 @@ use carver_tunedb::Bucket;
 use clap::Args;
 
 use crate::Globals;
-use crate::output::{Format, print_json, table};
+use crate::output::{Format, escape, print_json, table};
 use crate::progress::Terminal;
+use crate::recommend::parse_size;
 
 #[derive(Debug, Args)]
 pub struct TuneArgs {
     /// Rows of A and C: the problem is C (M x N) = A (M x K) @ B (K x N).
-    #[arg(long, required_unless_present_any = ["shapes", "worker"])]
+    #[arg(
+        long,
+        required_unless_present_any = ["shapes", "worker"],
+        value_parser = parse_size,
+        allow_negative_numbers = true
+    )]
     pub m: Option<u64>,
     /// Columns of B and C.
-    #[arg(long, required_unless_present_any = ["shapes", "worker"])]
+    #[arg(
+        long,
+        required_unless_present_any = ["shapes", "worker"],
+        value_parser = parse_size,
+        allow_negative_numbers = true
+    )]
     pub n: Option<u64>,
     /// The reduction dimension: columns of A, rows of B.
-    #[arg(long, required_unless_present_any = ["shapes", "worker"])]
+    #[arg(
+        long,
+        required_unless_present_any = ["shapes", "worker"],
+        value_parser = parse_size,
+        allow_negative_numbers = true
+    )]
     pub k: Option<u64>,
     /// Input dtype of A and B (the output has the same type): bf16 or f16.
     #[arg(long, default_value = "bf16", value_parser = parse_dtype)]
@@ -37,7 +53,12 @@ pub struct TuneArgs {
     #[arg(long, default_value = "rr", value_parser = parse_layout)]
     pub layout: (Layout, Layout),
     /// How many of the model's best configurations to try.
-    #[arg(long, default_value_t = TopK::DEFAULT, value_parser = crate::recommend::parse_topk)]
+    #[arg(
+        long,
+        default_value_t = TopK::DEFAULT,
+        value_parser = crate::recommend::parse_topk,
+        allow_negative_numbers = true
+    )]
     pub topk: TopK,
     /// Try every legal configuration of the family instead of the top-k.
     #[arg(long)]
@@ -48,7 +69,8 @@ pub struct TuneArgs {
     /// Many shapes: JSON (like eval/dev-shapes.json) or CSV with M,N,K columns.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["m", "n", "k"])]
     pub shapes: Option<PathBuf>,
-    /// Measure again even when the tuning database already has a result.
+    /// Measure again even when the tuning database already has a result, and store the new
+    /// result in its place.
     #[arg(long)]
     pub retune: bool,
     /// How a stored result's M, N and K must match: `exact`, or `pow2` (each size rounded up to
@@ -69,13 +91,13 @@ pub struct TuneArgs {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Rows of A and C: the problem is C (M x N) = A (M x K) @ B (K x N).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_size, allow_negative_numbers = true)]
     pub m: u64,
     /// Columns of B and C.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_size, allow_negative_numbers = true)]
     pub n: u64,
     /// The reduction dimension: columns of A, rows of B.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_size, allow_negative_numbers = true)]
     pub k: u64,
     /// Input dtype of A and B (the output has the same type): bf16 or f16.
     #[arg(long, default_value = "bf16", value_parser = parse_dtype)]
@@ -242,8 +264,17 @@ fn print_shape(device_name: &str, r: &TuneShapeResult) {
         .map(|n| format!("{n}: "))
         .unwrap_or_default();
     println!(
-        "{name}M={} N={} K={} {} {} on {device_name} (target cuda-sm90, {})",
-        sh.m, sh.n, sh.k, r.dtype, r.layout, r.source
+        "{name}M={} N={} K={} {} {} on {device_name} (target cuda-sm90, {}{})",
+        sh.m,
+        sh.n,
+        sh.k,
+        r.dtype,
+        r.layout,
+        r.source,
+        r.matched_shape
+            .as_ref()
+            .map(|m| format!(": the stored {}x{}x{} in the same bucket", m.m, m.n, m.k))
+            .unwrap_or_default()
     );
     if let Some(e) = &r.error
         && r.candidates.is_empty()
@@ -257,7 +288,8 @@ fn print_shape(device_name: &str, r: &TuneShapeResult) {
         .map(|c| {
             vec![
                 c.model_rank.to_string(),
-                c.label.clone(),
+                // Labels and failures of a stored result come from the database.
+                escape(&c.label).into_owned(),
                 fmt_opt(Some(c.predicted_time_us), 1),
                 fmt_opt(c.measured_time_us, 1),
                 fmt_opt(c.tflops, 0),
@@ -278,7 +310,7 @@ fn print_shape(device_name: &str, r: &TuneShapeResult) {
                     }
                 }),
                 match (&c.failure, &c.details) {
-                    (Some(f), _) => f.clone(),
+                    (Some(f), _) => escape(f).into_owned(),
                     (None, Some(d)) if d.timing.early_stopped => {
                         format!("stopped early after {} runs", d.timing.runs)
                     }
@@ -319,10 +351,10 @@ fn print_shape(device_name: &str, r: &TuneShapeResult) {
         println!("wall time: compile {c:.2} s, check and benchmark {b:.2} s, total {t:.2} s");
     }
     if let Some(st) = &r.stored {
-        println!("tuning database: {st}");
+        println!("tuning database: {}", escape(st));
     }
     if let Some(e) = &r.error {
-        println!("error: {e}");
+        println!("error: {}", escape(e));
     }
     println!();
 }

@@ -30,12 +30,28 @@ fn json_of(cmd: &mut Command) -> Value {
     serde_json::from_str(&stdout_of(cmd)).expect("stdout is JSON")
 }
 
+/// A configuration of carver's cuda-sm90 family.
+fn sm90_config(block_n: u32, stages: u32) -> Value {
+    json!({
+        "block_m": 128, "block_n": block_n, "block_k": 64, "stages": stages, "consumers": 2,
+        "group_m": 8, "cluster_m": 1, "persistent": false,
+    })
+}
+
 /// Three results: two triton ones on an H100 and a cuda-sm90 one on an H200.
 fn fixture_records() -> Vec<TuneRecord> {
     let mut h200 = sample_record(3968); // M = 4096
     h200.key.device.name = "NVIDIA H200".into();
     h200.key.device.uuid = "GPU-h200-0000".into();
     h200.key.target = "cuda-sm90".into();
+    for (c, (block_n, stages)) in h200
+        .candidates
+        .iter_mut()
+        .zip([(128, 4), (256, 3), (256, 5)])
+    {
+        c.config = sm90_config(block_n, stages);
+    }
+    h200.winner = sm90_config(256, 3);
     h200.key.problem.batch = 4;
     h200.key.problem.dtype_a = "bf16".into();
     h200.key.problem.dtype_b = "bf16".into();
@@ -262,11 +278,11 @@ fn import_with_bad_rows_keeps_the_good_ones_and_fails() {
     let out = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
     assert!(out.contains("2 new"), "{out}");
     assert!(
-        out.contains("bad row, line 4: not a tuning record"),
+        out.contains("bad row, line 4: not a tuning record: invalid type: string \"nope\""),
         "{out}"
     );
     assert!(
-        out.contains("bad row, line 5: candidates[1].measured_time_s must be a finite number of seconds > 0 (got -3)"),
+        out.contains("bad row, line 5: candidates[1].measured_time_s must be a number of seconds between 1e-9 (1 ns) and 3600 (1 hour) (got -3.0)"),
         "{out}"
     );
     assert!(
@@ -302,7 +318,7 @@ fn import_with_bad_rows_keeps_the_good_ones_and_fails() {
 fn import_reports_conflicts_and_keeps_the_faster_winner() {
     let (cache, files) = populated_cache();
     let mut faster = sample_record(0);
-    let config = json!({"kwargs": {"BLOCK_M": 64, "BLOCK_N": 64}, "num_warps": 4, "num_stages": 2});
+    let config = carver_tunedb::test_support::triton_config(64, 64, 4, 2);
     faster.winner = config.clone();
     faster.candidates[0].config = config;
     faster.candidates[0].measured_time_s = Some(50e-6);
@@ -371,7 +387,7 @@ fn clear_refuses_without_yes_and_deletes_only_the_selection() {
         .args(["cache", "clear", "--target", "cuda-sm90", "--yes"])
         .assert()
         .success()
-        .stdout("deleted 1 tuning results matching target cuda-sm90\n");
+        .stdout("deleted 1 tuning results matching target \"cuda-sm90\"\n");
     let json = json_of(carver(cache.path()).args(["cache", "clear", "--yes", "--format", "json"]));
     assert_eq!(
         json,

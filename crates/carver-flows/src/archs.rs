@@ -39,57 +39,102 @@ pub fn list(loc: &Locations) -> Result<ArchList, FlowError> {
     })
 }
 
-/// One GPU's full model, with its stored calibration applied.
-pub fn show(loc: &Locations, name: &str) -> Result<ArchReport, FlowError> {
+/// One GPU's full model, with its stored calibration applied; a stored calibration that fails
+/// its checks is reported through `progress` and left out.
+pub fn show(loc: &Locations, name: &str, progress: &dyn Progress) -> Result<ArchReport, FlowError> {
     Ok(ArchReport {
         schema_version: SCHEMA_VERSION,
-        arch: ArchDescription::from(&resolve_named(loc, name)?),
+        arch: ArchDescription::from(&resolve_named(
+            loc,
+            name,
+            &mut Warnings(progress, Vec::new()),
+        )?),
     })
 }
 
-/// The models to plan for, in the order given, each with its stored calibration.
-pub fn resolve(loc: &Locations, choices: &[ArchChoice]) -> Result<Vec<Arch>, FlowError> {
+/// The models to plan for, in the order given, each with its stored calibration; a stored
+/// calibration that fails its checks is reported through `progress` and left out.
+pub fn resolve(
+    loc: &Locations,
+    choices: &[ArchChoice],
+    progress: &dyn Progress,
+) -> Result<Vec<Arch>, FlowError> {
+    // One warning per bad file, however many GPUs it was read for.
+    let mut warnings = Warnings(progress, Vec::new());
     choices
         .iter()
         .map(|choice| match choice {
-            ArchChoice::Named(name) => resolve_named(loc, name),
-            ArchChoice::Auto => detect_for_planning(loc),
+            ArchChoice::Named(name) => resolve_named(loc, name, &mut warnings),
+            ArchChoice::Auto => detect_for_planning(loc, &mut warnings),
         })
         .collect()
 }
 
-/// The database entry for `name`, with the newest stored calibration of that GPU applied.
-fn resolve_named(loc: &Locations, name: &str) -> Result<Arch, FlowError> {
+/// Warnings about ignored calibration files, each given once.
+struct Warnings<'a>(&'a dyn Progress, Vec<String>);
+
+impl Warnings<'_> {
+    fn ignored(&mut self, ignored: &[String]) {
+        for why in ignored {
+            if !self.1.contains(why) {
+                warn_ignored(self.0, std::slice::from_ref(why));
+                self.1.push(why.clone());
+            }
+        }
+    }
+}
+
+/// The database entry for `name`, with the newest good calibration of that GPU applied.
+fn resolve_named(loc: &Locations, name: &str, warnings: &mut Warnings) -> Result<Arch, FlowError> {
     let db = loc.hardware_db()?;
     let mut arch = db.get(name)?.clone();
     if let Some(dir) = loc.cache_dir_if_any() {
-        arch.calibration = CalibrationStore::new(&dir).newest_for_key(arch.key());
+        let lookup = CalibrationStore::new(&dir).for_entry(&arch);
+        let ignored: Vec<String> = lookup.ignored.iter().map(ToString::to_string).collect();
+        warnings.ignored(&ignored);
+        arch.calibration = lookup.calibration;
     }
     Ok(arch)
 }
 
+/// Tells the user about calibration files that were not used, and what that means.
+pub(crate) fn warn_ignored(progress: &dyn Progress, ignored: &[String]) {
+    for why in ignored {
+        progress.warning(&format!(
+            "calibration file ignored, the model uses the hardware description's figures \
+             instead (run `carver arch calibrate` again, or delete the file): {why}"
+        ));
+    }
+}
+
 /// `auto`: the model of this machine's first GPU, queried live, with its calibration.
 #[cfg(feature = "gpu")]
-fn detect_for_planning(loc: &Locations) -> Result<Arch, FlowError> {
+fn detect_for_planning(loc: &Locations, warnings: &mut Warnings) -> Result<Arch, FlowError> {
     let db = loc.hardware_db()?;
     let cache = loc.cache_dir_if_any();
-    Ok(carver_gpu::detect_arch(&db, 0, cache.as_deref())?)
+    let gpu = carver_gpu::detect(&db, 0, cache.as_deref())?;
+    warnings.ignored(&gpu.calibration_ignored);
+    Ok(gpu.arch)
 }
 
 #[cfg(not(feature = "gpu"))]
-fn detect_for_planning(_loc: &Locations) -> Result<Arch, FlowError> {
+fn detect_for_planning(_loc: &Locations, _warnings: &mut Warnings) -> Result<Arch, FlowError> {
     Err(FlowError::NoGpuSupport {
         what: "--arch auto (live GPU detection)",
     })
 }
 
-/// Every GPU of this machine, modelled and matched to the hardware database.
-pub fn detect(loc: &Locations) -> Result<DetectReport, FlowError> {
+/// Every GPU of this machine, modelled and matched to the hardware database; a stored
+/// calibration that fails its checks is reported through `progress` and left out.
+pub fn detect(loc: &Locations, progress: &dyn Progress) -> Result<DetectReport, FlowError> {
     #[cfg(feature = "gpu")]
     {
         let db = loc.hardware_db()?;
         let cache_dir = loc.cache_dir()?;
         let gpus = carver_gpu::detect_all(&db, Some(&cache_dir))?;
+        for gpu in &gpus {
+            warn_ignored(progress, &gpu.calibration_ignored);
+        }
         Ok(DetectReport {
             schema_version: SCHEMA_VERSION,
             gpus: gpus.iter().map(Into::into).collect(),
@@ -97,7 +142,7 @@ pub fn detect(loc: &Locations) -> Result<DetectReport, FlowError> {
     }
     #[cfg(not(feature = "gpu"))]
     {
-        let _ = loc;
+        let _ = (loc, progress);
         Err(FlowError::NoGpuSupport {
             what: "GPU detection (`carver arch detect`)",
         })
@@ -130,6 +175,14 @@ pub fn calibrate(
         );
         progress.calibration_finished();
         let outcome = outcome?;
+        // A measurement that went wrong (a NaN, a unit slip) must not become the model's figure.
+        outcome.calibration.check_against(
+            &outcome.device.arch,
+            &format!(
+                "the calibration just measured on device {} ({})",
+                outcome.device.index, outcome.device.name
+            ),
+        )?;
         let path = store.save(&outcome.calibration)?;
         Ok(CalibrateReport {
             schema_version: SCHEMA_VERSION,
@@ -154,6 +207,7 @@ pub fn calibrate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Silent;
 
     #[test]
     fn auto_is_recognised_in_any_case_and_names_are_trimmed() {
@@ -167,10 +221,12 @@ mod tests {
             hardware_db: None,
             cache_dir: Some(tempfile::tempdir().unwrap().path().to_path_buf()),
         };
-        let err = resolve(&loc, &[ArchChoice::parse("h1000")]).unwrap_err();
+        let err = resolve(&loc, &[ArchChoice::parse("h1000")], &Silent).unwrap_err();
         assert!(err.to_string().contains("h100"), "{err}");
         assert_eq!(
-            resolve(&loc, &[ArchChoice::parse("h100")]).unwrap().len(),
+            resolve(&loc, &[ArchChoice::parse("h100")], &Silent)
+                .unwrap()
+                .len(),
             1
         );
     }

@@ -47,10 +47,28 @@ pub enum FlowError {
     /// `cache clear` without confirmation.
     #[error(
         "refusing to delete {count} stored tuning results{filters} without --yes (they cost GPU \
-         time to measure again); add --yes, or narrow the selection with --device, --target or \
-         --shape"
+         time to measure again); --dry-run lists them; add --yes, or narrow the selection with \
+         --device, --target, --shape or --id"
     )]
     ClearNotConfirmed { count: u64, filters: String },
+
+    /// `cache remove` of an id that is not stored.
+    #[error(
+        "no stored tuning result has id {id}; nothing was removed (`carver cache list` shows the \
+         ids)"
+    )]
+    NoSuchResult { id: i64 },
+
+    /// `cache show` found only rows it cannot read.
+    #[error(
+        "the stored results matching `{selector}` cannot be read ({reasons}); `carver cache \
+         remove ID` deletes a damaged row"
+    )]
+    OnlyDamaged { selector: String, reasons: String },
+
+    /// An export destination that is not a regular file, or cannot be written.
+    #[error("cannot write the export to {}: {reason}", path.display())]
+    ExportTarget { path: PathBuf, reason: String },
 
     /// A configuration given on the command line or by a caller that is not JSON.
     #[error("the configuration is not JSON: {0}")]

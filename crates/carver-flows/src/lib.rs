@@ -7,7 +7,8 @@
 //! - [`price::price`]: the model's verdict on configurations the caller already has.
 //! - [`archs`]: list and show the hardware database, resolve the GPUs to plan for; with the
 //!   `gpu` feature, [`archs::detect`] and [`archs::calibrate`].
-//! - [`cache`]: list, show, export, import and clear the tuning database.
+//! - [`cache`]: list, show, export, import, recover, clear and remove in the tuning database;
+//!   [`plausible`] checks what goes in against the hardware model.
 //! - [`tune`] (the `gpu` feature): look up, tune and store carver's own Hopper family, and time
 //!   one configuration against cuBLAS.
 //!
@@ -29,8 +30,10 @@
 pub mod archs;
 pub mod cache;
 mod error;
+mod files;
 mod locations;
 mod measured;
+pub mod plausible;
 pub mod price;
 pub mod progress;
 pub mod recommend;

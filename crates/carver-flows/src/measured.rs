@@ -11,12 +11,15 @@ use carver_tunedb::{Filter, TuneDb};
 use crate::FlowError;
 
 /// The fastest stored winner for `template` on a GPU like `arch`: the same physical GPU when
-/// `arch` was detected live (by UUID), else any GPU with the same driver-reported name.
+/// `arch` was detected live (by UUID), else any GPU with the same driver-reported name. Stored
+/// results that cannot be read, or that are not believable on `arch` (a time under its roofline,
+/// a winner that is not a configuration of the family: a database filled before these were
+/// checked, or edited), are passed over; the returned warnings say which.
 pub(crate) fn lookup(
     db: &TuneDb,
     template: &MatmulTemplate,
     arch: &Arch,
-) -> Result<Option<MeasuredWinner>, FlowError> {
+) -> Result<(Option<MeasuredWinner>, Vec<String>), FlowError> {
     let device = match &arch.origin {
         Origin::Live { uuid, .. } => uuid.clone(),
         _ => arch.gpu.name.clone(),
@@ -36,14 +39,31 @@ pub(crate) fn lookup(
             && p.layout_a == template.layout_a.as_str()
             && p.layout_b == template.layout_b.as_str()
     };
-    let best = db
-        .query(&filter)?
+    let selection = db.query(&filter)?;
+    let mut warnings: Vec<String> = selection
+        .skipped
+        .iter()
+        .map(|s| format!("stored result {} cannot be read: {}", s.id, s.reason))
+        .collect();
+    let best = selection
+        .records
         .into_iter()
+        .filter(|s| {
+            same_problem(&s.record.key.problem) && s.record.key.device.name == arch.gpu.name
+        })
+        .filter(
+            |s| match crate::plausible::check_record_on(&s.record, arch) {
+                Ok(()) => true,
+                Err(reason) => {
+                    warnings.push(format!("stored result {} is not shown: {reason}", s.id));
+                    false
+                }
+            },
+        )
         .map(|stored| stored.record)
-        .filter(|r| same_problem(&r.key.problem) && r.key.device.name == arch.gpu.name)
         .filter_map(|r| r.winner_time_s().map(|t| (t, r)))
         .min_by(|a, b| a.0.total_cmp(&b.0));
-    Ok(best.map(|(time_s, r)| MeasuredWinner {
+    let winner = best.map(|(time_s, r)| MeasuredWinner {
         config: r.winner.clone(),
         measured_time_us: time_s * 1e6,
         cublas_time_us: r.cublas_time_s.map(|t| t * 1e6),
@@ -51,5 +71,6 @@ pub(crate) fn lookup(
         device_uuid: r.key.device.uuid.clone(),
         measured_at_unix_s: r.measured_at_unix_s,
         carver_version: r.key.carver_version.clone(),
-    }))
+    });
+    Ok((winner, warnings))
 }

@@ -8,7 +8,7 @@ use carver_schema::{Prediction, Tile};
 
 use crate::archs::{self, ArchChoice};
 use crate::shapes::ParsedShape;
-use crate::{FlowError, Locations};
+use crate::{FlowError, Locations, Progress};
 
 /// The configurations to price and the problem they are for.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,9 +41,14 @@ pub struct Priced {
 
 /// Prices every configuration of the request, in the order given. Only unusable inputs (an
 /// unknown GPU, a shape or dtype the model rejects) end the flow; a configuration it cannot
-/// price gets its reason in place.
-pub fn price(loc: &Locations, request: &PriceRequest) -> Result<Vec<Priced>, FlowError> {
-    let arch = archs::resolve(loc, std::slice::from_ref(&request.arch))?
+/// price gets its reason in place. Warnings (a stored calibration that cannot be used) go to
+/// `progress`.
+pub fn price(
+    loc: &Locations,
+    request: &PriceRequest,
+    progress: &dyn Progress,
+) -> Result<Vec<Priced>, FlowError> {
+    let arch = archs::resolve(loc, std::slice::from_ref(&request.arch), progress)?
         .pop()
         .expect("one arch resolved for one choice");
     let template = crate::recommend::template(
@@ -109,6 +114,7 @@ mod tests {
         let priced = price(
             &loc,
             &request(hints.iter().map(|h| h.config.clone()).collect()),
+            &Silent,
         )
         .unwrap();
         assert_eq!(priced.len(), hints.len());
@@ -127,7 +133,7 @@ mod tests {
                        "GROUP_SIZE_M": 8, "SPLIT_K": 1},
             "num_warps": 4, "num_stages": 3
         });
-        let priced = price(&loc, &request(vec![bad.clone()])).unwrap();
+        let priced = price(&loc, &request(vec![bad.clone()]), &Silent).unwrap();
         assert_eq!(priced[0].config, bad);
         let e = priced[0].verdict.as_ref().unwrap_err();
         assert!(
@@ -141,7 +147,7 @@ mod tests {
         let (_dir, loc) = loc();
         let mut r = request(vec![]);
         r.shape.k = 0;
-        let e = price(&loc, &r).unwrap_err().to_string();
+        let e = price(&loc, &r, &Silent).unwrap_err().to_string();
         assert!(e.contains("K is 0"), "{e}");
     }
 }

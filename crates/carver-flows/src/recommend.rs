@@ -139,7 +139,7 @@ pub fn recommend(
     request: &RecommendRequest,
     progress: &dyn Progress,
 ) -> Result<Recommendation, FlowError> {
-    let archs = archs::resolve(loc, &request.archs)?;
+    let archs = archs::resolve(loc, &request.archs, progress)?;
     // Read-only: recommending never creates, repairs or migrates the tuning database, and a
     // database it cannot read costs only the measured winners.
     let tuned = match loc.cache_dir_if_any() {
@@ -171,12 +171,18 @@ pub fn recommend(
             let outcome = recommend_hints(&template, arch, request.topk);
             let elapsed_us = start.elapsed().as_secs_f64() * 1e6;
             let measured = match (&tuned, &outcome) {
-                (Some(db), Ok(_)) => {
-                    crate::measured::lookup(db, &template, arch).unwrap_or_else(|e| {
+                (Some(db), Ok(_)) => match crate::measured::lookup(db, &template, arch) {
+                    Ok((winner, warnings)) => {
+                        for warning in warnings {
+                            progress.warning(&warning);
+                        }
+                        winner
+                    }
+                    Err(e) => {
                         progress.warning(&format!("no measured winner for this shape: {e}"));
                         None
-                    })
-                }
+                    }
+                },
                 _ => None,
             };
             let (hints, error) = match outcome {

@@ -95,28 +95,59 @@ fn size(v: Option<&serde_json::Value>, key: &str) -> Result<u64, String> {
     }
 }
 
-/// Lines on which each object of the shapes array starts (a small scanner: depth and strings).
-fn object_lines(text: &str, depth_of_objects: usize) -> Vec<usize> {
-    let (mut line, mut depth, mut in_str, mut escaped) = (1usize, 0usize, false, false);
+/// Lines on which each item of the shapes list starts, whatever the item is (an object, a
+/// number, a string, an array), so a bad item is reported where it stands. `text` has been
+/// parsed already, so a small scanner suffices: it tracks nesting and strings, and in the object
+/// form which top-level key an array belongs to. `wrapped`: the list is the `shapes` array of a
+/// top-level object, not the top-level array.
+fn item_lines(text: &str, wrapped: bool) -> Vec<usize> {
+    let list_depth = if wrapped { 2 } else { 1 };
+    let (mut line, mut depth) = (1usize, 0usize);
+    let (mut in_str, mut escaped) = (false, false);
+    // The last string closed at depth 1: in the object form, the key of the value that follows.
+    let (mut string, mut last_key) = (String::new(), String::new());
+    let (mut in_list, mut expect_item) = (false, false);
     let mut out = Vec::new();
     for ch in text.chars() {
         if in_str {
             match (escaped, ch) {
                 (true, _) => escaped = false,
                 (false, '\\') => escaped = true,
-                (false, '"') => in_str = false,
-                _ => {}
-            }
-        } else {
-            match ch {
-                '"' => in_str = true,
-                '{' | '[' => {
-                    depth += 1;
-                    if ch == '{' && depth == depth_of_objects + 1 {
-                        out.push(line);
+                (false, '"') => {
+                    in_str = false;
+                    if depth == 1 {
+                        last_key = std::mem::take(&mut string);
                     }
                 }
-                '}' | ']' => depth = depth.saturating_sub(1),
+                _ => string.push(ch),
+            }
+        } else if !ch.is_whitespace() {
+            // Any character that is not a separator or a closer starts a value.
+            if in_list && depth == list_depth && expect_item && !matches!(ch, ',' | ']' | '}') {
+                out.push(line);
+                expect_item = false;
+            }
+            match ch {
+                '"' => {
+                    in_str = true;
+                    string.clear();
+                }
+                '{' | '[' => {
+                    depth += 1;
+                    let is_list = depth == list_depth && (!wrapped || last_key == "shapes");
+                    if ch == '[' && is_list {
+                        // A later `shapes` key wins, as it does for the parser.
+                        out.clear();
+                        (in_list, expect_item) = (true, true);
+                    }
+                }
+                '}' | ']' => {
+                    if depth == list_depth {
+                        in_list = false;
+                    }
+                    depth = depth.saturating_sub(1);
+                }
+                ',' if in_list && depth == list_depth => expect_item = true,
                 _ => {}
             }
         }
@@ -125,6 +156,41 @@ fn object_lines(text: &str, depth_of_objects: usize) -> Vec<usize> {
         }
     }
     out
+}
+
+/// Keys that would change the problem, which a shapes file cannot set per row: silently
+/// ignoring them would answer a different problem than the user asked for.
+const RUN_WIDE_KEYS: [&str; 10] = [
+    "dtype",
+    "dtype_a",
+    "dtype_b",
+    "dtype_c",
+    "dtype_acc",
+    "out_dtype",
+    "acc_dtype",
+    "layout",
+    "target",
+    "arch",
+];
+
+/// Why a row's (or a CSV header's) key `key` cannot be used.
+fn run_wide_key(key: &str, value: Option<&str>) -> String {
+    let shown = value.map(|v| format!(" = {v:?}")).unwrap_or_default();
+    let refusal = format!(
+        "`{key}`{shown} cannot be set per row of a shapes file (row keys: name, M, N, K, batch)"
+    );
+    let lower = key.to_ascii_lowercase();
+    let flag = match lower.as_str() {
+        "dtype" | "dtype_a" | "dtype_b" => "--dtype",
+        "dtype_c" | "out_dtype" => "--out-dtype",
+        "dtype_acc" | "acc_dtype" => "--acc-dtype",
+        other => return format!("{refusal}; pass --{other} for the whole run"),
+    };
+    // A value that is no dtype at all is worth saying too, with the accepted ones.
+    match value.map(|v| v.parse::<carver::DType>()) {
+        Some(Err(e)) => format!("{refusal}; pass {flag} for the whole run; {e}"),
+        _ => format!("{refusal}; pass {flag} for the whole run"),
+    }
 }
 
 fn parse_json(text: &str) -> Result<Vec<ShapeRow>, String> {
@@ -142,7 +208,7 @@ fn parse_json(text: &str) -> Result<Vec<ShapeRow>, String> {
         ),
         _ => return Err(not_a_list()),
     };
-    let lines = object_lines(text, depth);
+    let lines = item_lines(text, depth == 2);
     Ok(list
         .iter()
         .enumerate()
@@ -153,14 +219,29 @@ fn parse_json(text: &str) -> Result<Vec<ShapeRow>, String> {
                     .or_else(|| item.get(k.to_ascii_lowercase().as_str()))
             };
             let parsed = (|| {
-                if !item.is_object() {
-                    return Err(format!("expected an object with M, N, K, got {item}"));
+                let Some(fields) = item.as_object() else {
+                    return Err(format!(
+                        "expected an object with M, N, K (like {{\"M\": 4096, \"N\": 4096, \
+                         \"K\": 4096}}), got {item}"
+                    ));
+                };
+                if let Some((key, value)) = fields
+                    .iter()
+                    .find(|(k, _)| RUN_WIDE_KEYS.contains(&k.to_ascii_lowercase().as_str()))
+                {
+                    let text = value
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or(value.to_string());
+                    return Err(run_wide_key(key, Some(&text)));
                 }
+                let name = match item.get("name") {
+                    None | Some(serde_json::Value::Null) => None,
+                    Some(serde_json::Value::String(n)) => Some(n.clone()),
+                    Some(other) => return Err(format!("`name` = {other} is not a string")),
+                };
                 Ok(ParsedShape {
-                    name: item
-                        .get("name")
-                        .and_then(|n| n.as_str())
-                        .map(str::to_string),
+                    name,
                     m: size(get("M"), "M")?,
                     n: size(get("N"), "N")?,
                     k: size(get("K"), "K")?,
@@ -186,9 +267,14 @@ fn parse_csv(text: &str) -> Result<Vec<ShapeRow>, String> {
         }
         let cells: Vec<&str> = trimmed.split(',').map(str::trim).collect();
         if columns.is_none() {
-            if cells.iter().any(|c| c.parse::<i128>().is_err()) {
+            // A header has no numbers; a first row with one bad number is a row, reported as
+            // such, not a header without M, N and K.
+            if cells.iter().all(|c| c.parse::<f64>().is_err()) {
                 columns = Some(cells.iter().map(|c| c.to_ascii_lowercase()).collect());
                 let cols = columns.as_ref().unwrap();
+                if let Some(col) = cols.iter().find(|c| RUN_WIDE_KEYS.contains(&c.as_str())) {
+                    return Err(format!("line {line}: column {}", run_wide_key(col, None)));
+                }
                 for need in ["m", "n", "k"] {
                     if !cols.iter().any(|c| c == need) {
                         return Err(format!(
@@ -267,6 +353,37 @@ mod tests {
     }
 
     #[test]
+    fn every_item_carries_its_own_line_whatever_it_is() {
+        let text = "{\n \"about\": [{\"M\": 9}, \"x\"],\n \"shapes\": [\n  1,\n  \"x\",\n  \
+                    [],\n  null, {\"M\": 1,\n \"N\": 2, \"K\": 3},\n  -4.5e3\n ]\n}";
+        let rows = parse_json(text).unwrap();
+        let lines: Vec<usize> = rows.iter().map(|r| r.line).collect();
+        assert_eq!(lines, [4, 5, 6, 7, 7, 9]);
+        assert!(rows[0].parsed.as_ref().unwrap_err().contains("got 1"));
+        assert_eq!(rows[4].parsed.as_ref().unwrap().k, 3);
+        let rows = parse_json("[\n\"a[{\\\"\",\n {\"M\": 1, \"N\": 1, \"K\": 1}]").unwrap();
+        assert_eq!(rows.iter().map(|r| r.line).collect::<Vec<_>>(), [2, 3]);
+    }
+
+    #[test]
+    fn problem_settings_cannot_hide_in_a_row() {
+        let rows = parse_json(r#"[{"M": 1, "N": 1, "K": 1, "dtype": "banana"}]"#).unwrap();
+        let err = rows[0].parsed.as_ref().unwrap_err();
+        assert!(err.contains("`dtype` = \"banana\""), "{err}");
+        assert!(err.contains("--dtype"), "{err}");
+        assert!(err.contains("accepted: f16, bf16"), "{err}");
+        let rows = parse_json(r#"[{"M": 1, "N": 1, "K": 1, "Layout": "rc"}]"#).unwrap();
+        assert!(rows[0].parsed.as_ref().unwrap_err().contains("--layout"));
+        let rows = parse_json(r#"[{"M": 1, "N": 1, "K": 1, "name": 7}]"#).unwrap();
+        assert!(rows[0].parsed.as_ref().unwrap_err().contains("`name` = 7"));
+        // Other keys are the file's own notes and are left alone.
+        let rows = parse_json(r#"[{"M": 1, "N": 1, "K": 1, "flops": 2}]"#).unwrap();
+        assert!(rows[0].parsed.is_ok());
+        let err = parse_csv("M,N,K,dtype\n1,2,3,f16\n").unwrap_err();
+        assert!(err.contains("line 1: column `dtype`"), "{err}");
+    }
+
+    #[test]
     fn csv_with_and_without_header() {
         let rows = parse_csv("M,N,K,name\n1,2,3,x\n4,five,6,y\n").unwrap();
         assert_eq!(rows[0].parsed.as_ref().unwrap().k, 3);
@@ -274,5 +391,11 @@ mod tests {
         assert!(rows[1].parsed.as_ref().unwrap_err().contains("N = `five`"));
         let rows = parse_csv("7,8,9\n").unwrap();
         assert_eq!(rows[0].parsed.as_ref().unwrap().m, 7);
+        // One bad cell in a first row without a header is that row's error.
+        for (text, why) in [("64,64,1.5\n", "K = `1.5`"), ("64,abc,64\n", "N = `abc`")] {
+            let rows = parse_csv(text).unwrap();
+            assert_eq!(rows[0].line, 1);
+            assert!(rows[0].parsed.as_ref().unwrap_err().contains(why), "{text}");
+        }
     }
 }

@@ -51,7 +51,8 @@ pub struct TuneRequest {
     /// Storage order of A and B; A must be row-major.
     pub layouts: (Layout, Layout),
     pub candidates: Candidates,
-    /// Measure again even when the database holds a result.
+    /// Measure again even when the database holds a result, and store the new result in its
+    /// place (without it, a stored result is replaced only by a faster one).
     pub retune: bool,
     /// How the database lookup matches M, N and K (exact by default).
     pub bucket: Bucket,
@@ -153,7 +154,7 @@ mod live {
         BenchReport, DeviceKey, MeasuredCandidate, RepackReport, SCHEMA_VERSION, ShapeSpec,
         TuneCandidate, TuneKey, TuneProblem, TuneRecord, TuneReport, TuneShapeResult,
     };
-    use carver_tunedb::{Bucket, KeyBuckets, LookupOptions, StoreOutcome, TuneDb};
+    use carver_tunedb::{Bucket, KeyBuckets, LookupOptions, StoreOutcome, TuneDb, WritePolicy};
 
     use super::{BenchRequest, Candidates, RunOptions, TuneRequest, layout_text};
     use crate::progress::TuneProgress;
@@ -178,6 +179,7 @@ mod live {
             progress: &dyn Progress,
         ) -> Result<Self, FlowError> {
             let gpu = hopper(loc, device)?;
+            crate::archs::warn_ignored(progress, &gpu.calibration_ignored);
             let cache_dir = loc.cache_dir()?;
             let cache = KernelCache::new(&cache_dir)?;
             let db = crate::cache::open(loc, progress)?;
@@ -307,6 +309,11 @@ mod live {
                 TuneEvent::WorkerLost { candidate, reason } => {
                     TuneProgress::WorkerLost { candidate, reason }
                 }
+                TuneEvent::CacheEntryRejected { candidate, defect } => {
+                    return progress.warning(&format!(
+                        "cached kernel of {candidate} not used, compiling it again: {defect}"
+                    ));
+                }
             })
         }
     }
@@ -333,6 +340,7 @@ mod live {
             total_wall_s: None,
             stored: None,
             repack: None,
+            matched_shape: None,
             error,
         }
     }
@@ -412,6 +420,16 @@ mod live {
                 .map(|c| c.model_rank);
             result.candidates = rows_from_record(&p, &hit);
             result.repack = repack_from_method(&hit.method);
+            let stored = &hit.key.problem;
+            if (stored.m, stored.n, stored.k) != (p.m, p.n, p.k) {
+                result.matched_shape = Some(ShapeSpec {
+                    name: None,
+                    m: stored.m,
+                    n: stored.n,
+                    k: stored.k,
+                    batch: stored.batch,
+                });
+            }
             result.total_wall_s = Some(started.elapsed().as_secs_f64());
             return Ok(result);
         }
@@ -446,17 +464,40 @@ mod live {
                 result.error = Some("no candidate passed the check against cuBLAS".into());
                 "not stored: no candidate passed".into()
             }
-            Some(record) => match s.db.store(&record) {
-                Ok(StoreOutcome::Inserted) => "inserted".into(),
-                Ok(StoreOutcome::Replaced) => "replaced".into(),
-                Ok(StoreOutcome::KeptExisting) => {
-                    "kept-existing (a faster result was stored)".into()
+            Some(record) => match crate::plausible::check_record_on(&record, arch) {
+                // A time under the roofline is a measurement fault; stored, it would win its
+                // key for good.
+                Err(reason) => {
+                    result.error = Some(format!("the measurement is not believable: {reason}"));
+                    format!("not stored: {reason}")
                 }
-                Err(e) => format!("not stored: {e}"),
+                Ok(()) => match s.db.store_checked(
+                    &record,
+                    store_policy(request.retune),
+                    // A stored result this GPU cannot have produced never blocks a real one.
+                    &mut |stored| crate::plausible::check_record_on(stored, arch).is_ok(),
+                ) {
+                    Ok(StoreOutcome::Inserted) => "inserted".into(),
+                    Ok(StoreOutcome::Replaced) => "replaced".into(),
+                    Ok(StoreOutcome::KeptExisting) => {
+                        "kept-existing (a faster result was stored)".into()
+                    }
+                    Err(e) => format!("not stored: {e}"),
+                },
             },
         });
         result.total_wall_s = Some(started.elapsed().as_secs_f64());
         Ok(result)
+    }
+
+    /// A deliberate re-tune replaces the stored result (which may be a fault that no honest
+    /// measurement can beat); otherwise the faster result is kept.
+    fn store_policy(retune: bool) -> WritePolicy {
+        if retune {
+            WritePolicy::Replace
+        } else {
+            WritePolicy::KeepFaster
+        }
     }
 
     fn params_json(params: Sm90Params) -> serde_json::Value {

@@ -28,6 +28,10 @@ pub struct DetectedGpu {
     /// The model: the matched entry with every figure the device reported put in (or an
     /// estimate when nothing matched), and the stored calibration when there is one.
     pub arch: Arch,
+    /// Why a stored calibration of this device was not applied (each message names its file);
+    /// empty when it was, or when there is none.
+    #[serde(skip)]
+    pub calibration_ignored: Vec<String>,
     /// The raw answers the model was built from.
     pub driver_query: DriverQuery,
     pub nvml_query: NvmlQuery,
@@ -62,6 +66,7 @@ pub fn detect(
 }
 
 /// The model of GPU `index` with its stored calibration applied: what `--arch auto` plans for.
+/// A stored calibration that fails its checks is left out; [`detect`] says why.
 pub fn detect_arch(
     db: &HardwareDb,
     index: usize,
@@ -80,9 +85,13 @@ fn detect_one(
     let nvml_query = query_nvml(nvml, &driver_query.uuid)?;
     let live = merge_live(db, &driver_query, &nvml_query)?;
     let mut arch = live.arch;
-    if let Some(dir) = cache_dir {
-        attach_calibration(&mut arch, &driver_query.uuid, &CalibrationStore::new(dir))?;
-    }
+    let calibration_ignored = match cache_dir {
+        Some(dir) => attach_calibration(&mut arch, &driver_query.uuid, &CalibrationStore::new(dir))
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        None => Vec::new(),
+    };
     Ok(DetectedGpu {
         index,
         name: driver_query.name.clone(),
@@ -92,6 +101,7 @@ fn detect_one(
         power_limit_w: nvml_query.power_limit_w,
         matched: live.matched,
         arch,
+        calibration_ignored,
         driver_query,
         nvml_query,
     })

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use carver_arch::{
-    Arch, ArchField, CalibrationStore, ComputeClass, DERIVED_TOLERANCE, DeviceMemory, GpuIdentity,
-    HardwareDb, L2Cache, Multiprocessor, Origin, Peak, RegisterFile, SharedMemory,
+    Arch, ArchError, ArchField, CalibrationStore, ComputeClass, DERIVED_TOLERANCE, DeviceMemory,
+    GpuIdentity, HardwareDb, L2Cache, Multiprocessor, Origin, Peak, RegisterFile, SharedMemory,
     throughput_tflops, validate,
 };
 
@@ -91,20 +91,23 @@ pub fn merge_live(
     arch.calibration = None;
     validate(
         &arch,
-        &format!("live device {} ({})", driver.index, driver.name),
+        &format!(
+            "live device {} ({}, as the CUDA driver and NVML report it)",
+            driver.index, driver.name
+        ),
         None,
     )?;
     Ok(LiveArch { arch, matched })
 }
 
-/// Applies the calibration stored for the device's UUID, if any.
-pub fn attach_calibration(
-    arch: &mut Arch,
-    uuid: &str,
-    store: &CalibrationStore,
-) -> Result<(), GpuError> {
-    arch.calibration = store.load(uuid)?;
-    Ok(())
+/// Applies the calibration stored for the device's UUID, when there is one and it passes the
+/// checks against the device's model. Returns why a stored file was not used: a calibration is
+/// optional, so a bad one costs only its figures, and the caller reports it.
+pub fn attach_calibration(arch: &mut Arch, uuid: &str, store: &CalibrationStore) -> Vec<ArchError> {
+    arch.calibration = None;
+    let lookup = store.for_device(uuid, arch);
+    arch.calibration = lookup.calibration;
+    lookup.ignored
 }
 
 fn apply_live_figures(arch: &mut Arch, d: &DriverQuery, nvml: &NvmlQuery) {

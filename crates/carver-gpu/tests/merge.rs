@@ -355,7 +355,7 @@ fn a_stored_calibration_is_found_by_uuid() {
     let mut a = merge_live(&db, &d, &nvml_for(&d)).unwrap().arch;
     let dir = tempfile::tempdir().unwrap();
     let store = CalibrationStore::new(dir.path());
-    attach_calibration(&mut a, H100_UUID, &store).unwrap();
+    assert!(attach_calibration(&mut a, H100_UUID, &store).is_empty());
     assert!(a.calibration.is_none());
     let mut calibration = Calibration {
         format: CALIBRATION_FORMAT,
@@ -373,10 +373,134 @@ fn a_stored_calibration_is_found_by_uuid() {
     };
     calibration.peak_tflops.insert(ComputeClass::Bf16, 750.0);
     store.save(&calibration).unwrap();
-    attach_calibration(&mut a, H100_UUID, &store).unwrap();
+    assert!(attach_calibration(&mut a, H100_UUID, &store).is_empty());
     assert_eq!(a.calibration.as_ref(), Some(&calibration));
     assert_eq!(a.dram_bandwidth(), 3.0e12);
     assert_eq!(a.peak_flops(ComputeClass::Bf16), Some(750e12));
-    attach_calibration(&mut a, "GPU-other", &store).unwrap();
+    assert!(attach_calibration(&mut a, "GPU-other", &store).is_empty());
     assert!(a.calibration.is_none());
+}
+
+#[test]
+fn a_stored_calibration_that_fails_its_checks_is_reported_and_not_applied() {
+    let db = db();
+    let d = h100_driver();
+    let mut a = merge_live(&db, &d, &nvml_for(&d)).unwrap().arch;
+    let dir = tempfile::tempdir().unwrap();
+    let store = CalibrationStore::new(dir.path());
+    let mut calibration = Calibration {
+        format: CALIBRATION_FORMAT,
+        uuid: H100_UUID.into(),
+        device_name: d.name.clone(),
+        base_key: Some("h100-sxm".into()),
+        driver_version: None,
+        carver_version: "test".into(),
+        measured_at_unix_s: 1,
+        // Half the DRAM bandwidth of the spec sheet's is plausible; a fiftieth is not.
+        dram_bandwidth_bytes_per_s: Some(3.35e12 / 50.0),
+        l2_bandwidth_bytes_per_s: None,
+        smem_bandwidth_bytes_per_s: None,
+        peak_tflops: Default::default(),
+        method: Default::default(),
+    };
+    store.save(&calibration).unwrap();
+    let ignored = attach_calibration(&mut a, H100_UUID, &store);
+    assert_eq!(ignored.len(), 1, "{ignored:?}");
+    let message = ignored[0].to_string();
+    assert!(message.contains(H100_UUID), "{message}");
+    assert!(message.contains("dram_bandwidth_bytes_per_s"), "{message}");
+    assert!(message.contains("0.05x to 2x"), "{message}");
+    assert!(a.calibration.is_none());
+    assert_eq!(a.dram_bandwidth(), a.memory.bandwidth_bytes_per_s);
+
+    calibration.dram_bandwidth_bytes_per_s = Some(1.7e12);
+    store.save(&calibration).unwrap();
+    assert!(attach_calibration(&mut a, H100_UUID, &store).is_empty());
+    assert_eq!(a.dram_bandwidth(), 1.7e12);
+    // Not JSON: reported, and the earlier calibration does not linger.
+    std::fs::write(store.dir().join(format!("{H100_UUID}.json")), "not json").unwrap();
+    let ignored = attach_calibration(&mut a, H100_UUID, &store);
+    assert!(
+        ignored[0].to_string().contains("not a calibration"),
+        "{ignored:?}"
+    );
+    assert!(a.calibration.is_none());
+}
+
+// ---- What a driver reports is checked like a hardware file. ----
+
+/// Merges `d` (and NVML answers made from it) and returns the refusal.
+fn refused(d: &DriverQuery) -> String {
+    let nvml = nvml_for(d);
+    match merge_live(&db(), d, &nvml) {
+        Ok(live) => panic!("{} was accepted: {:?}", d.name, live.arch.sm),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_driver_reporting_impossible_figures_is_refused_naming_the_figure() {
+    type Break = Box<dyn Fn(&mut DriverQuery)>;
+    let cases: Vec<(&str, Break)> = vec![
+        ("sm.count", Box::new(|d| d.sm_count = 0)),
+        ("sm.count", Box::new(|d| d.sm_count = 1 << 20)),
+        ("sm.warp_size", Box::new(|d| d.warp_size = 0)),
+        ("sm.max_threads", Box::new(|d| d.max_threads_per_sm = 0)),
+        ("sm.max_blocks", Box::new(|d| d.max_blocks_per_sm = 0)),
+        ("registers.per_sm", Box::new(|d| d.registers_per_sm = 0)),
+        (
+            "shared_memory.per_sm_bytes",
+            Box::new(|d| d.shared_memory_per_sm_bytes = 0),
+        ),
+        ("l2.size_bytes", Box::new(|d| d.l2_size_bytes = u64::MAX)),
+        (
+            "memory.capacity_bytes",
+            Box::new(|d| d.total_memory_bytes = 0),
+        ),
+        (
+            "memory.bus_width_bits",
+            Box::new(|d| d.memory_bus_width_bits = 0),
+        ),
+        (
+            "memory.memory_clock_mhz",
+            Box::new(|d| d.memory_clock_mhz = f64::NAN),
+        ),
+        (
+            "memory.memory_clock_mhz",
+            Box::new(|d| d.memory_clock_mhz = f64::INFINITY),
+        ),
+        (
+            "memory.memory_clock_mhz",
+            Box::new(|d| d.memory_clock_mhz = -1.0),
+        ),
+    ];
+    for (field, break_it) in &cases {
+        // On a GPU the database knows and on one it does not (estimated from its generation).
+        for mut d in [h100_driver(), unknown_ampere()] {
+            break_it(&mut d);
+            let message = refused(&d);
+            assert!(message.contains("live device"), "{message}");
+            assert!(
+                message.contains(&format!("`{field}`")),
+                "{field}: {message}"
+            );
+            assert!(message.contains("accepted"), "{message}");
+        }
+    }
+}
+
+#[test]
+fn a_nan_or_zero_sm_clock_from_both_driver_and_nvml_is_refused() {
+    for clock in [f64::NAN, f64::INFINITY, 0.0, -1980.0, 1e12] {
+        for mut d in [h100_driver(), unknown_ampere()] {
+            d.max_sm_clock_mhz = clock;
+            let mut nvml = nvml_for(&d);
+            nvml.max_sm_clock_mhz = 0;
+            let message = match merge_live(&db(), &d, &nvml) {
+                Ok(live) => panic!("clock {clock} accepted: {:?}", live.arch.sm),
+                Err(e) => e.to_string(),
+            };
+            assert!(message.contains("`sm.boost_clock_mhz`"), "{message}");
+        }
+    }
 }

@@ -10,8 +10,8 @@ use carver::family::{ConfigError, Sm90Params, Sm90Violation};
 use carver::{DType, Layout};
 use carver_gpu::GpuError;
 use carver_gpu::sm90::{
-    KernelCache, KernelSpec, PtxasReport, REPACK_NAME, REPACK_SOURCE, compile_all, compile_kernel,
-    compile_source,
+    CacheDefect, KernelCache, KernelSpec, PtxasReport, REPACK_NAME, REPACK_SOURCE, compile_all,
+    compile_kernel, compile_source,
 };
 
 fn spec(
@@ -143,9 +143,10 @@ fn the_cache_returns_what_was_compiled() {
     let dir = tempfile::tempdir().unwrap();
     let cache = KernelCache::new(dir.path()).unwrap();
     let s = spec((128, 128, 4, 1), false, Layout::Row, DType::Bf16);
-    let first = cache.get_or_compile(&s).unwrap();
+    let no_defect = |d: &CacheDefect| panic!("unexpected defect: {d}");
+    let first = cache.get_or_compile(&s, &no_defect).unwrap();
     assert!(!first.from_cache);
-    let second = cache.get_or_compile(&s).unwrap();
+    let second = cache.get_or_compile(&s, &no_defect).unwrap();
     assert!(second.from_cache);
     assert_eq!(first.cubin, second.cubin);
     assert_eq!(first.report, second.report);
@@ -153,14 +154,60 @@ fn the_cache_returns_what_was_compiled() {
     // Another configuration has another key.
     let other = spec((128, 64, 4, 1), false, Layout::Row, DType::Bf16);
     assert_ne!(cache.key(&s), cache.key(&other));
-    // A damaged entry is a miss, and is compiled again.
-    let cubin_path = dir
-        .path()
-        .join("kernels")
-        .join(format!("{}.cubin", cache.key(&s)));
-    std::fs::write(&cubin_path, b"").unwrap();
-    assert!(cache.load(&s).is_none());
-    assert!(!cache.get_or_compile(&s).unwrap().from_cache);
+}
+
+/// A cubin changed on disk after it was compiled (one flipped bit, a truncation, its index entry
+/// deleted or corrupted) is not loaded: the defect is reported, the kernel compiled again, and
+/// the entry replaced with the real cubin.
+#[test]
+fn a_damaged_cache_entry_is_reported_and_compiled_again() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = KernelCache::new(dir.path()).unwrap();
+    let s = spec((128, 128, 4, 1), false, Layout::Row, DType::Bf16);
+    let real = cache.get_or_compile(&s, &|d| panic!("{d}")).unwrap();
+    let key = cache.key(&s);
+    let cubin_path = dir.path().join("kernels").join(format!("{key}.cubin"));
+    let index_path = dir.path().join("kernels").join(format!("{key}.json"));
+    let flip = |p: &std::path::Path| {
+        let mut b = std::fs::read(p).unwrap();
+        let mid = b.len() / 2;
+        b[mid] ^= 0x40;
+        std::fs::write(p, b).unwrap();
+    };
+    type Damage<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let damages: Vec<Damage> = vec![
+        ("a flipped bit", Box::new(|| flip(&cubin_path))),
+        (
+            "a truncation",
+            Box::new(|| std::fs::write(&cubin_path, &real.cubin[..100]).unwrap()),
+        ),
+        (
+            "a deleted index entry",
+            Box::new(|| std::fs::remove_file(&index_path).unwrap()),
+        ),
+        (
+            "a corrupt index entry",
+            Box::new(|| std::fs::write(&index_path, b"{\"format\":1,").unwrap()),
+        ),
+    ];
+    for (what, damage) in damages {
+        damage();
+        assert!(cache.load(&s).is_err(), "{what}: loaded");
+        let reported = std::sync::Mutex::new(Vec::new());
+        let k = cache
+            .get_or_compile(&s, &|d| reported.lock().unwrap().push(d.to_string()))
+            .unwrap();
+        let reported = reported.into_inner().unwrap();
+        eprintln!("{what}: {reported:?}");
+        assert_eq!(reported.len(), 1, "{what}");
+        assert!(!k.from_cache, "{what}");
+        assert_eq!(k.cubin, real.cubin, "{what}");
+        let again = cache.load(&s).unwrap().expect("replaced");
+        assert_eq!(again.cubin, real.cubin, "{what}");
+    }
 }
 
 #[test]

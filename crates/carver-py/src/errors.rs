@@ -323,7 +323,7 @@ mod tests {
             hardware_db: None,
             cache_dir: None,
         };
-        let unknown = carver_flows::archs::show(&loc, "h1000").unwrap_err();
+        let unknown = carver_flows::archs::show(&loc, "h1000", &carver_flows::Silent).unwrap_err();
         assert_eq!(kind_of(&unknown), Kind::UnknownArch);
         let model = FlowError::Model(carver::CarverError::TopKOutOfRange(0));
         assert_eq!(kind_of(&model), Kind::InvalidInput);

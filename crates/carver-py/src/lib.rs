@@ -243,7 +243,7 @@ fn price<'py>(
             configs,
         };
         let loc = args::locations(hardware_db, cache_dir);
-        let priced = run_flow(py, |_| price_flow(&loc, &request))?;
+        let priced = run_flow(py, |w| price_flow(&loc, &request, w))?;
         Ok(priced.into_iter().map(PricedConfig).collect())
     })
 }
@@ -272,7 +272,7 @@ fn arch<'py>(
     guarded(py, || {
         let name = args::text(name, "name")?;
         let loc = args::locations(hardware_db, cache_dir);
-        let report = run_flow(py, |_| archs::show(&loc, &name))?;
+        let report = run_flow(py, |w| archs::show(&loc, &name, w))?;
         document_to_py(py, &report.arch)
     })
 }
@@ -288,7 +288,7 @@ fn detect(
 ) -> PyResult<Bound<'_, PyAny>> {
     guarded(py, || {
         let loc = args::locations(hardware_db, cache_dir);
-        let report = run_flow(py, |_| archs::detect(&loc))?;
+        let report = run_flow(py, |w| archs::detect(&loc, w))?;
         document_to_py(py, &report.gpus)
     })
 }
@@ -329,6 +329,16 @@ fn _check_problem_kind(
     guarded(py, || {
         ProblemKind::extract(py, target, dtype, out_dtype, acc_dtype, layout).map(|_| ())
     })
+}
+
+/// Prepares this process to run the command line as the binary does (a closed pipe ends it
+/// quietly; blank CARVER_* variables count as unset). For `python -m carver` only, before it
+/// starts any thread: it changes the process's environment.
+#[pyfunction]
+fn _prepare_cli_process() {
+    // SAFETY: called from `carver/__main__.py` when it runs as the program, in the main thread
+    // before any other thread is started.
+    unsafe { carver_cli::prepare_process() };
 }
 
 /// Seconds per call of the recommend flow itself, timed in Rust over `iterations` calls: the
@@ -400,6 +410,7 @@ fn _carver(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(_time_recommend_flow, m)?)?;
     m.add_function(wrap_pyfunction!(_check_problem_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(_prepare_cli_process, m)?)?;
     m.add_class::<Hint>()?;
     m.add_class::<Tile>()?;
     m.add_class::<Prediction>()?;

@@ -122,6 +122,18 @@ pub struct CacheList {
     pub database: String,
     /// The matching results.
     pub results: Vec<CacheEntry>,
+    /// Stored rows that matched but could not be read back (damaged); left out of `results`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedRow>,
+}
+
+/// A stored row that could not be read back or failed the record checks, and was left out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedRow {
+    /// Row id in the database (`carver cache remove ID` deletes it).
+    pub id: i64,
+    /// What is wrong with it.
+    pub reason: String,
 }
 
 /// One line of `carver cache list`.
@@ -152,6 +164,9 @@ pub struct CacheShow {
     pub schema_version: u32,
     /// The matching records.
     pub results: Vec<StoredTuneRecord>,
+    /// Stored rows that matched but could not be read back (damaged); left out of `results`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedRow>,
 }
 
 /// What an import did, row by row where it matters. `carver cache import --format json`.
@@ -171,13 +186,50 @@ pub struct ImportReport {
     pub expected_records: u64,
     /// Record lines found after the header, good and bad.
     pub records_in_file: u64,
+    /// Bad rows beyond the first [`REPORT_LIST_LIMIT`], counted but not listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bad_rows_not_listed: u64,
+    /// Conflicts beyond the first [`REPORT_LIST_LIMIT`], counted but not listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub conflicts_not_listed: u64,
+    /// Rows imported with something to say: fields this carver does not know (dropped), a device
+    /// the hardware database does not describe (times checked for sense only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<RowWarning>,
+    /// Warnings beyond the first [`REPORT_LIST_LIMIT`], counted but not listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warnings_not_listed: u64,
+}
+
+/// How many bad rows, conflicts or warnings a report lists; the rest are counted. Keeps a report
+/// on a huge or hostile file small.
+pub const REPORT_LIST_LIMIT: usize = 1000;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ImportReport {
     /// True when every row was good and the file held as many records as its header announced.
     pub fn is_clean(&self) -> bool {
-        self.bad_rows.is_empty() && self.records_in_file == self.expected_records
+        self.bad_rows.is_empty()
+            && self.bad_rows_not_listed == 0
+            && self.records_in_file == self.expected_records
     }
+
+    /// Bad rows, listed or not.
+    pub fn bad_row_count(&self) -> u64 {
+        self.bad_rows.len() as u64 + self.bad_rows_not_listed
+    }
+}
+
+/// Something to know about a row that was imported all the same.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowWarning {
+    /// 1-based line in the imported file.
+    pub line: u64,
+    /// What to know.
+    pub message: String,
 }
 
 /// A record whose key the database already held with a different winner.
@@ -230,11 +282,69 @@ pub struct CacheImport {
     pub report: ImportReport,
 }
 
-/// `carver cache clear --yes --format json`.
+/// `carver cache clear --yes --format json` (and `--dry-run`, and `carver cache remove`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheClear {
     /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION).
     pub schema_version: u32,
-    /// Records deleted.
+    /// Records deleted (0 for a dry run).
     pub deleted: u64,
+    /// True for `--dry-run`: nothing was deleted, `would_delete` lists what would have been.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// The ids a dry run would delete.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub would_delete: Vec<i64>,
+}
+
+/// `carver cache recover FILE --format json`: rows read back from a damaged or moved-aside
+/// database file and merged into the current one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheRecover {
+    /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION).
+    pub schema_version: u32,
+    /// The file that was read (never changed).
+    pub file: String,
+    /// The database the good rows went into.
+    pub database: String,
+    /// What was found and kept, its fields inline.
+    #[serde(flatten)]
+    pub report: SalvageReport,
+}
+
+/// What salvaging a database file found: every row that could still be read, checked like an
+/// import, the good ones merged (the faster result wins each key).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SalvageReport {
+    /// Rows of carver's table found in the file, good and bad.
+    pub rows_found: u64,
+    /// Good rows with a key the database did not have.
+    pub inserted: u64,
+    /// Good rows that replaced a slower result for the same key.
+    pub replaced: u64,
+    /// Good rows not taken because the database held a result at least as fast.
+    pub kept_existing: u64,
+    /// Rows that could not be decoded or failed the record checks, by their id in the file.
+    pub bad_rows: Vec<SkippedRow>,
+    /// Bad rows beyond the first [`REPORT_LIST_LIMIT`], counted but not listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bad_rows_not_listed: u64,
+    /// Pages of the file that could not be read as table pages holding rows (damaged or foreign).
+    pub unreadable_pages: u64,
+    /// What else the salvage noticed (a write-ahead log it could not apply, a header it could not
+    /// read, rows found twice).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl SalvageReport {
+    /// Rows taken into the database or already there as fast: what survived.
+    pub fn kept(&self) -> u64 {
+        self.inserted + self.replaced + self.kept_existing
+    }
+
+    /// Bad rows, listed or not.
+    pub fn bad_row_count(&self) -> u64 {
+        self.bad_rows.len() as u64 + self.bad_rows_not_listed
+    }
 }

@@ -26,7 +26,7 @@
 //! | `carver arch calibrate` | [`CalibrateReport`] |
 //! | `carver tune` | [`TuneReport`] |
 //! | `carver bench` | [`BenchReport`] |
-//! | `carver cache list` / `show` / `import` / `clear` | [`CacheList`], [`CacheShow`], [`CacheImport`], [`CacheClear`] |
+//! | `carver cache list` / `show` / `import` / `clear` / `remove` / `recover` | [`CacheList`], [`CacheShow`], [`CacheImport`], [`CacheClear`], [`CacheClear`], [`CacheRecover`] |
 //!
 //! The tuning database stores [`TuneRecord`]s.
 

@@ -59,6 +59,10 @@ pub struct TuneShapeResult {
     /// Present when rows of A or B are not 16-byte aligned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repack: Option<RepackReport>,
+    /// With shape bucketing (`--bucket pow2`): the stored shape whose result answered, when it
+    /// is not the shape asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched_shape: Option<ShapeSpec>,
     /// Why this shape has no result, or why its result was not stored.
     pub error: Option<String>,
 }

@@ -502,6 +502,7 @@ fn tune_report() {
             operands: vec!["A".into(), "B".into()],
             time_us: Some(4.5),
         }),
+        matched_shape: None,
         error: None,
     };
     let from_database = TuneShapeResult {
@@ -518,6 +519,7 @@ fn tune_report() {
         total_wall_s: Some(0.001),
         stored: None,
         repack: None,
+        matched_shape: Some(shape(None, 1024, 1024, 1024)),
         ..tuned.clone()
     };
     let failed = TuneShapeResult {
@@ -537,6 +539,7 @@ fn tune_report() {
         total_wall_s: None,
         stored: None,
         repack: None,
+        matched_shape: None,
         error: Some("line 3: `x` is not a number".into()),
     };
     pin(
@@ -638,6 +641,7 @@ fn tune_record_and_cache_documents() {
                 failed_candidates: 1,
                 measured_at_unix_s: record.measured_at_unix_s,
             }],
+            skipped: vec![],
         },
     );
     pin(
@@ -648,6 +652,7 @@ fn tune_record_and_cache_documents() {
                 id: 7,
                 record: record.clone(),
             }],
+            skipped: vec![],
         },
     );
     pin(
@@ -674,6 +679,7 @@ fn tune_record_and_cache_documents() {
                 }],
                 expected_records: 6,
                 records_in_file: 6,
+                ..ImportReport::default()
             },
         },
     );
@@ -682,6 +688,29 @@ fn tune_record_and_cache_documents() {
         &CacheClear {
             schema_version: SCHEMA_VERSION,
             deleted: 2,
+            dry_run: false,
+            would_delete: vec![],
+        },
+    );
+    pin(
+        "cache_recover",
+        &CacheRecover {
+            schema_version: SCHEMA_VERSION,
+            file: "/home/me/.cache/carver/tuning.sqlite3.moved-aside-1767225600".into(),
+            database: "/home/me/.cache/carver/tuning.sqlite3".into(),
+            report: SalvageReport {
+                rows_found: 989,
+                inserted: 986,
+                replaced: 0,
+                kept_existing: 2,
+                bad_rows: vec![SkippedRow {
+                    id: 17,
+                    reason: "candidates is not valid: EOF while parsing a list (column 812)".into(),
+                }],
+                bad_rows_not_listed: 0,
+                unreadable_pages: 3,
+                notes: vec![],
+            },
         },
     );
 }

@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use carver_schema::{DeviceKey, StoredTuneRecord, TuneKey, TuneRecord};
+use carver_schema::{DeviceKey, SkippedRow, StoredTuneRecord, TuneKey, TuneRecord};
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params_from_iter};
+use rusqlite::{Connection, ErrorCode, Row, TransactionBehavior, params_from_iter};
 
 use crate::bucket::KeyBuckets;
 use crate::validate::{validate_key, validate_record};
@@ -45,7 +45,9 @@ pub enum StoreOutcome {
     KeptExisting,
 }
 
-/// Which stored results a query, export or clear applies to. Empty fields match everything.
+/// Which stored results a query, export or clear applies to. A field left `None` matches
+/// everything; a text given empty or blank is refused ([`TuneDbError::EmptyFilter`]), because
+/// it is usually an unset shell variable and would otherwise select everything.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Filter {
     pub id: Option<i64>,
@@ -55,6 +57,46 @@ pub struct Filter {
     pub target: Option<String>,
     /// Exact `[M, N, K]`, any batch.
     pub shape: Option<[u64; 3]>,
+}
+
+impl Filter {
+    /// Refuses empty or blank texts, naming the filter.
+    pub fn check(&self) -> Result<(), TuneDbError> {
+        let texts = [
+            ("device", &self.device, "a device UUID or part of its name"),
+            (
+                "target",
+                &self.target,
+                "a target family such as triton or cuda-sm90",
+            ),
+        ];
+        for (field, text, accepted) in texts {
+            if let Some(text) = text
+                && text.trim().is_empty()
+            {
+                return Err(TuneDbError::EmptyFilter {
+                    field,
+                    blank: if text.is_empty() {
+                        ""
+                    } else {
+                        " (only spaces)"
+                    },
+                    accepted,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a query found: the records that read back whole, and the rows it had to leave out.
+/// A damaged row never fails the whole query.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Selection {
+    /// Readable, valid records, oldest first.
+    pub records: Vec<StoredTuneRecord>,
+    /// Rows that could not be read back or failed the record checks, with why.
+    pub skipped: Vec<SkippedRow>,
 }
 
 /// The tuning database of one cache directory. Cheap to share between threads (`&self`
@@ -91,14 +133,39 @@ impl TuneDb {
     /// replaced by an empty database; the returned warnings say so and should be shown. A file
     /// written by a newer carver is refused ([`TuneDbError::NewerSchema`]) and left untouched; an
     /// older one is upgraded.
+    ///
+    /// The rows still readable in a file moved aside are salvaged into the new database
+    /// ([`Warning::Salvaged`], when there were any); a salvage that fails is a warning too,
+    /// never an error.
     pub fn open(cache_dir: &Path) -> Result<(TuneDb, Vec<Warning>), TuneDbError> {
-        std::fs::create_dir_all(cache_dir).map_err(|source| TuneDbError::CreateDir {
+        std::fs::create_dir_all(cache_dir).map_err(|error| TuneDbError::CreateDir {
             path: cache_dir.to_path_buf(),
-            source,
+            error,
         })?;
         let path = cache_dir.join(DB_FILE_NAME);
-        let (conn, warnings) = health::open_read_write(&path)?;
-        Ok((TuneDb::new(path, conn), warnings))
+        check_writable(cache_dir, &path)?;
+        let (conn, mut warnings) = health::open_read_write(&path)?;
+        let db = TuneDb::new(path, conn);
+        let moved: Vec<PathBuf> = warnings
+            .iter()
+            .filter_map(|w| match w {
+                Warning::MovedAside { moved_to, .. } => Some(moved_to.clone()),
+                _ => None,
+            })
+            .collect();
+        for from in moved {
+            match db.salvage(&from, &mut |_| Ok(Vec::new())) {
+                // Nothing of carver's in it (garbage, another application's file): the
+                // moved-aside warning says all there is.
+                Ok(report) if report.rows_found == 0 => {}
+                Ok(report) => warnings.push(Warning::Salvaged { from, report }),
+                Err(e) => warnings.push(Warning::SalvageFailed {
+                    from,
+                    reason: e.to_string(),
+                }),
+            }
+        }
+        Ok((db, warnings))
     }
 
     /// Opens an existing database without changing anything on disk: no file is created,
@@ -141,6 +208,10 @@ impl TuneDb {
         validate_key(key).map_err(TuneDbError::InvalidRecord)?;
         let found = if options.buckets.is_exact() {
             self.select_exact(&lock(&self.conn), key)?
+                .records
+                .into_iter()
+                .next()
+                .map(|stored| stored.record)
         } else {
             self.select_bucket(key, options.buckets)?
         };
@@ -156,49 +227,57 @@ impl TuneDb {
         self.store_with(record, WritePolicy::KeepFaster)
     }
 
-    /// Stores a result under the given policy, in one transaction.
+    /// Stores a result under the given policy, in one transaction. A stored row for the same key
+    /// that can no longer be read back is replaced.
     pub fn store_with(
         &self,
         record: &TuneRecord,
         policy: WritePolicy,
+    ) -> Result<StoreOutcome, TuneDbError> {
+        self.store_checked(record, policy, &mut |_| true)
+    }
+
+    /// [`TuneDb::store_with`], where a stored result for the same key that `trusted` refuses
+    /// (one the caller's own checks find implausible) is replaced whatever its time: otherwise a
+    /// fault that claims an impossible time would win its key for good.
+    pub fn store_checked(
+        &self,
+        record: &TuneRecord,
+        policy: WritePolicy,
+        trusted: &mut dyn FnMut(&TuneRecord) -> bool,
     ) -> Result<StoreOutcome, TuneDbError> {
         validate_record(record).map_err(TuneDbError::InvalidRecord)?;
         let mut conn = lock(&self.conn);
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.sqlite(e))?;
-        let (outcome, _) = self.write(&tx, record, policy)?;
+        let (outcome, _) = self.write(&tx, record, policy, trusted)?;
         tx.commit().map_err(|e| self.sqlite(e))?;
         drop(conn);
         self.refresh();
         Ok(outcome)
     }
 
-    /// Stored results matching `filter`, oldest first.
-    pub fn query(&self, filter: &Filter) -> Result<Vec<StoredTuneRecord>, TuneDbError> {
-        let (condition, params) = filter_sql(filter);
-        let sql = format!("SELECT {COLUMNS} FROM tuning_results WHERE {condition} ORDER BY id");
-        self.select(&lock(&self.conn), &sql, params)
+    /// Stored results matching `filter`, oldest first; rows that cannot be read back are
+    /// reported in [`Selection::skipped`], not returned as an error.
+    pub fn query(&self, filter: &Filter) -> Result<Selection, TuneDbError> {
+        let (condition, params) = filter_sql(filter)?;
+        self.select(&lock(&self.conn), &condition, params)
     }
 
     /// Every result measured on exactly this device (name, UUID and driver), any target or
     /// carver version, oldest first.
-    pub fn winners_for_device(
-        &self,
-        device: &DeviceKey,
-    ) -> Result<Vec<StoredTuneRecord>, TuneDbError> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM tuning_results \
-             WHERE device_uuid = ?1 AND device_name = ?2 AND driver_version = ?3 ORDER BY id"
-        );
+    pub fn winners_for_device(&self, device: &DeviceKey) -> Result<Selection, TuneDbError> {
+        let sql = "device_uuid = ?1 AND device_name = ?2 AND driver_version = ?3";
         let params =
             [&device.uuid, &device.name, &device.driver_version].map(|s| SqlValue::Text(s.clone()));
-        self.select(&lock(&self.conn), &sql, params.to_vec())
+        self.select(&lock(&self.conn), sql, params.to_vec())
     }
 
-    /// How many stored results match `filter`.
+    /// How many stored rows match `filter` (damaged ones included: they are what a clear with
+    /// the same filter deletes).
     pub fn count(&self, filter: &Filter) -> Result<u64, TuneDbError> {
-        let (condition, params) = filter_sql(filter);
+        let (condition, params) = filter_sql(filter)?;
         let sql = format!("SELECT count(*) FROM tuning_results WHERE {condition}");
         let n: i64 = lock(&self.conn)
             .query_row(&sql, params_from_iter(params), |r| r.get(0))
@@ -206,9 +285,22 @@ impl TuneDb {
         Ok(n.unsigned_abs())
     }
 
+    /// The ids of the stored rows matching `filter` (damaged ones included), ascending.
+    pub fn ids(&self, filter: &Filter) -> Result<Vec<i64>, TuneDbError> {
+        let (condition, params) = filter_sql(filter)?;
+        let sql = format!("SELECT id FROM tuning_results WHERE {condition} ORDER BY id");
+        lock(&self.conn)
+            .prepare(&sql)
+            .and_then(|mut stmt| {
+                stmt.query_map(params_from_iter(params), |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<i64>>>()
+            })
+            .map_err(|e| self.sqlite(e))
+    }
+
     /// Deletes the results matching `filter`; returns how many.
     pub fn clear(&self, filter: &Filter) -> Result<u64, TuneDbError> {
-        let (condition, params) = filter_sql(filter);
+        let (condition, params) = filter_sql(filter)?;
         let sql = format!("DELETE FROM tuning_results WHERE {condition}");
         let deleted = lock(&self.conn)
             .execute(&sql, params_from_iter(params))
@@ -217,18 +309,27 @@ impl TuneDb {
         Ok(deleted as u64)
     }
 
-    /// Writes one validated record inside the caller's transaction. Also returns the stored
-    /// record it was compared with, for conflict reports.
+    /// Writes one validated record inside the caller's transaction. A stored record `trusted`
+    /// refuses is replaced whatever the policy. Also returns the stored record it was compared
+    /// with, for conflict reports.
     pub(crate) fn write(
         &self,
         conn: &Connection,
         record: &TuneRecord,
         policy: WritePolicy,
+        trusted: &mut dyn FnMut(&TuneRecord) -> bool,
     ) -> Result<(StoreOutcome, Option<TuneRecord>), TuneDbError> {
-        let existing = self.select_exact(conn, &record.key)?;
+        // A damaged row with this key is not "existing": the upsert overwrites it.
+        let existing = self
+            .select_exact(conn, &record.key)?
+            .records
+            .into_iter()
+            .next()
+            .map(|stored| stored.record);
         let outcome = match &existing {
             None => StoreOutcome::Inserted,
             Some(_) if policy == WritePolicy::Replace => StoreOutcome::Replaced,
+            Some(old) if !trusted(old) => StoreOutcome::Replaced,
             Some(old) => {
                 // Both have a winner time: validation guarantees it for everything stored.
                 let old_time = old.winner_time_s().unwrap_or(f64::INFINITY);
@@ -257,11 +358,20 @@ impl TuneDb {
         lock(&self.conn)
     }
 
-    pub(crate) fn sqlite(&self, source: rusqlite::Error) -> TuneDbError {
+    pub(crate) fn sqlite(&self, error: rusqlite::Error) -> TuneDbError {
         TuneDbError::Sqlite {
             path: self.path.clone(),
-            source,
+            error,
         }
+    }
+
+    /// Deletes the result with this id; false when there is none.
+    pub fn remove(&self, id: i64) -> Result<bool, TuneDbError> {
+        self.clear(&Filter {
+            id: Some(id),
+            ..Filter::default()
+        })
+        .map(|n| n > 0)
     }
 
     fn upsert(&self, conn: &Connection, record: &TuneRecord) -> Result<(), TuneDbError> {
@@ -290,27 +400,12 @@ impl TuneDb {
         Ok(())
     }
 
-    fn select_exact(
-        &self,
-        conn: &Connection,
-        key: &TuneKey,
-    ) -> Result<Option<TuneRecord>, TuneDbError> {
+    fn select_exact(&self, conn: &Connection, key: &TuneKey) -> Result<Selection, TuneDbError> {
         let mut params = key_prefix_params(key);
         let p = &key.problem;
         params.extend([p.m, p.n, p.k].map(sql_size));
-        let sql = format!(
-            "SELECT {COLUMNS} FROM tuning_results \
-             WHERE {KEY_PREFIX_WHERE} AND m = ?14 AND n = ?15 AND k = ?16"
-        );
-        let row = conn
-            .prepare_cached(&sql)
-            .and_then(|mut stmt| {
-                stmt.query_row(params_from_iter(params), read_row)
-                    .optional()
-            })
-            .map_err(|e| self.sqlite(e))?;
-        row.map(|raw| self.decode(raw).map(|stored| stored.record))
-            .transpose()
+        let condition = format!("{KEY_PREFIX_WHERE} AND m = ?14 AND n = ?15 AND k = ?16");
+        self.select(conn, &condition, params)
     }
 
     fn select_bucket(
@@ -323,13 +418,14 @@ impl TuneDb {
         for (low, high) in buckets.ranges([p.m, p.n, p.k]) {
             params.extend([sql_size(low), sql_size(high)]);
         }
-        let sql = format!(
-            "SELECT {COLUMNS} FROM tuning_results WHERE {KEY_PREFIX_WHERE} \
+        let condition = format!(
+            "{KEY_PREFIX_WHERE} \
              AND m > ?14 AND m <= ?15 AND n > ?16 AND n <= ?17 AND k > ?18 AND k <= ?19"
         );
         let asked = [p.m, p.n, p.k];
         let closest = self
-            .select(&lock(&self.conn), &sql, params)?
+            .select(&lock(&self.conn), &condition, params)?
+            .records
             .into_iter()
             .min_by(|a, b| {
                 let distance = |r: &StoredTuneRecord| {
@@ -341,94 +437,165 @@ impl TuneDb {
         Ok(closest.map(|stored| stored.record))
     }
 
+    /// The rows matching `condition` (whose parameters are `params`), oldest first. A row that
+    /// cannot be read back (a column of the wrong type, JSON that does not parse, a record that
+    /// fails the checks, a record SQLite itself cannot decode) is skipped and reported; only an
+    /// error that is not about the file's content (busy, I/O) fails the query.
     fn select(
         &self,
         conn: &Connection,
-        sql: &str,
+        condition: &str,
         params: Vec<SqlValue>,
-    ) -> Result<Vec<StoredTuneRecord>, TuneDbError> {
-        let raws = conn
-            .prepare_cached(sql)
-            .and_then(|mut stmt| {
-                stmt.query_map(params_from_iter(params), read_row)?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(|e| self.sqlite(e))?;
-        raws.into_iter().map(|raw| self.decode(raw)).collect()
-    }
-
-    /// Turns a row back into a record. SQLite guarantees the column types (STRICT table); the
-    /// JSON columns and signs are checked, as the file may have been edited by hand.
-    fn decode(&self, raw: RawRow) -> Result<StoredTuneRecord, TuneDbError> {
-        let id = raw.id;
-        let bad = |reason: String| TuneDbError::BadStoredRow {
-            path: self.path.clone(),
-            id,
-            reason,
-        };
-        let size = |name: &str, v: i64| {
-            u64::try_from(v).map_err(|_| bad(format!("{name} is negative ({v})")))
-        };
-        fn json<T: serde::de::DeserializeOwned>(name: &str, text: &str) -> Result<T, String> {
-            serde_json::from_str(text).map_err(|e| format!("{name} is not valid: {e}"))
+    ) -> Result<Selection, TuneDbError> {
+        // `id > ?` comes last: an anonymous parameter numbers after the highest one before it.
+        let sql = format!(
+            "SELECT {COLUMNS} FROM tuning_results WHERE ({condition}) AND id > ? ORDER BY id"
+        );
+        let mut selection = Selection::default();
+        let mut after = i64::MIN;
+        loop {
+            let mut all = params.clone();
+            all.push(SqlValue::Integer(after));
+            let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.sqlite(e))?;
+            let mut rows = stmt
+                .query(params_from_iter(all))
+                .map_err(|e| self.sqlite(e))?;
+            let stopped = loop {
+                match rows.next() {
+                    Ok(Some(row)) => match row.get::<_, i64>(0) {
+                        Ok(id) => {
+                            after = id;
+                            match read_row(row)
+                                .map_err(|e| format!("a column cannot be read: {e}"))
+                                .and_then(decode)
+                            {
+                                Ok(stored) => selection.records.push(stored),
+                                Err(reason) => selection.skipped.push(SkippedRow { id, reason }),
+                            }
+                        }
+                        Err(e) => break Some(e),
+                    },
+                    Ok(None) => break None,
+                    Err(e) => break Some(e),
+                }
+            };
+            let Some(error) = stopped else {
+                return Ok(selection);
+            };
+            if !is_damage(&error) {
+                return Err(self.sqlite(error));
+            }
+            // SQLite cannot step over the next row. Its id alone may still be readable (from
+            // the b-tree, without decoding the record): skip that row and go on after it.
+            let next: rusqlite::Result<Option<i64>> = conn
+                .query_row(
+                    "SELECT id FROM tuning_results WHERE id > ?1 ORDER BY id LIMIT 1",
+                    [after],
+                    |r| r.get(0),
+                )
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(e),
+                });
+            match next {
+                Ok(Some(id)) => {
+                    selection.skipped.push(SkippedRow {
+                        id,
+                        reason: format!("SQLite cannot read this row: {error}"),
+                    });
+                    after = id;
+                }
+                Ok(None) => return Ok(selection),
+                Err(e) if is_damage(&e) => {
+                    selection.skipped.push(SkippedRow {
+                        id: after.saturating_add(1),
+                        reason: format!(
+                            "this row and every later one cannot be read ({error}); `carver \
+                             cache recover` on a copy of the file salvages what is left"
+                        ),
+                    });
+                    return Ok(selection);
+                }
+                Err(e) => return Err(self.sqlite(e)),
+            }
         }
-        let record = TuneRecord {
-            key: TuneKey {
-                device: DeviceKey {
-                    name: raw.device_name,
-                    uuid: raw.device_uuid,
-                    driver_version: raw.driver_version,
-                },
-                carver_version: raw.carver_version,
-                target: raw.target,
-                kernel_hash: raw.kernel_hash,
-                problem: carver_schema::TuneProblem {
-                    m: size("m", raw.m)?,
-                    n: size("n", raw.n)?,
-                    k: size("k", raw.k)?,
-                    batch: size("batch", raw.batch)?,
-                    dtype_a: raw.dtype_a,
-                    dtype_b: raw.dtype_b,
-                    dtype_c: raw.dtype_c,
-                    dtype_acc: raw.dtype_acc,
-                    layout_a: raw.layout_a,
-                    layout_b: raw.layout_b,
-                },
-            },
-            winner: json("winner", &raw.winner).map_err(bad)?,
-            candidates: json("candidates", &raw.candidates).map_err(bad)?,
-            cublas_time_s: raw.cublas_time_s,
-            measured_at_unix_s: raw.measured_at_unix_s,
-            method: json("method", &raw.method).map_err(bad)?,
-        };
-        Ok(StoredTuneRecord { id, record })
     }
 }
 
-/// A row as SQLite returns it, before the JSON columns are parsed.
-struct RawRow {
-    id: i64,
-    device_uuid: String,
-    device_name: String,
-    driver_version: String,
-    carver_version: String,
-    target: String,
-    kernel_hash: String,
-    dtype_a: String,
-    dtype_b: String,
-    dtype_c: String,
-    dtype_acc: String,
-    layout_a: String,
-    layout_b: String,
-    batch: i64,
-    m: i64,
-    n: i64,
-    k: i64,
-    winner: String,
-    candidates: String,
-    cublas_time_s: Option<f64>,
-    measured_at_unix_s: i64,
-    method: String,
+/// Whether SQLite's error is about the file's content rather than about access to it.
+fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase)
+    )
+}
+
+/// Turns a row back into a record and checks it as a store would: the file may have been
+/// damaged or edited since it was written.
+pub(crate) fn decode(raw: RawRow) -> Result<StoredTuneRecord, String> {
+    let size =
+        |name: &str, v: i64| u64::try_from(v).map_err(|_| format!("{name} is negative ({v})"));
+    fn json<T: serde::de::DeserializeOwned>(name: &str, text: &str) -> Result<T, String> {
+        serde_json::from_str(text).map_err(|e| format!("{name} is not valid: {e}"))
+    }
+    let record = TuneRecord {
+        key: TuneKey {
+            device: DeviceKey {
+                name: raw.device_name,
+                uuid: raw.device_uuid,
+                driver_version: raw.driver_version,
+            },
+            carver_version: raw.carver_version,
+            target: raw.target,
+            kernel_hash: raw.kernel_hash,
+            problem: carver_schema::TuneProblem {
+                m: size("m", raw.m)?,
+                n: size("n", raw.n)?,
+                k: size("k", raw.k)?,
+                batch: size("batch", raw.batch)?,
+                dtype_a: raw.dtype_a,
+                dtype_b: raw.dtype_b,
+                dtype_c: raw.dtype_c,
+                dtype_acc: raw.dtype_acc,
+                layout_a: raw.layout_a,
+                layout_b: raw.layout_b,
+            },
+        },
+        winner: json("winner", &raw.winner)?,
+        candidates: json("candidates", &raw.candidates)?,
+        cublas_time_s: raw.cublas_time_s,
+        measured_at_unix_s: raw.measured_at_unix_s,
+        method: json("method", &raw.method)?,
+    };
+    validate_record(&record)?;
+    Ok(StoredTuneRecord { id: raw.id, record })
+}
+
+/// A row as SQLite returns it (or as salvage finds it in a page), before the JSON columns are
+/// parsed. Fields in the order of [`COLUMNS`].
+pub(crate) struct RawRow {
+    pub id: i64,
+    pub device_uuid: String,
+    pub device_name: String,
+    pub driver_version: String,
+    pub carver_version: String,
+    pub target: String,
+    pub kernel_hash: String,
+    pub dtype_a: String,
+    pub dtype_b: String,
+    pub dtype_c: String,
+    pub dtype_acc: String,
+    pub layout_a: String,
+    pub layout_b: String,
+    pub batch: i64,
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub winner: String,
+    pub candidates: String,
+    pub cublas_time_s: Option<f64>,
+    pub measured_at_unix_s: i64,
+    pub method: String,
 }
 
 fn read_row(row: &Row<'_>) -> rusqlite::Result<RawRow> {
@@ -498,7 +665,8 @@ fn log2_distance(stored: [u64; 3], asked: [u64; 3]) -> f64 {
 
 /// The WHERE clause and parameters of a filter (`1` when it is empty). The clause uses
 /// anonymous `?` parameters, which SQLite numbers left to right, in the order of `params`.
-fn filter_sql(filter: &Filter) -> (String, Vec<SqlValue>) {
+fn filter_sql(filter: &Filter) -> Result<(String, Vec<SqlValue>), TuneDbError> {
+    filter.check()?;
     let mut conditions = Vec::new();
     let mut params = Vec::new();
     if let Some(id) = filter.id {
@@ -520,10 +688,31 @@ fn filter_sql(filter: &Filter) -> (String, Vec<SqlValue>) {
         conditions.push("m = ? AND n = ? AND k = ?");
         params.extend(shape.map(sql_size));
     }
-    if conditions.is_empty() {
+    Ok(if conditions.is_empty() {
         ("1".into(), params)
     } else {
         (conditions.join(" AND "), params)
+    })
+}
+
+/// Refuses, before SQLite tries, a cache directory or database file this process cannot write:
+/// SQLite would only say "unable to open database file" or "attempt to write a readonly
+/// database", without naming the cause.
+fn check_writable(dir: &Path, db: &Path) -> Result<(), TuneDbError> {
+    // The WAL and its index are created beside the database, so the directory must take files.
+    tempfile::tempfile_in(dir).map_err(|error| TuneDbError::NotWritable {
+        what: "cache directory",
+        path: dir.to_path_buf(),
+        error,
+    })?;
+    match std::fs::OpenOptions::new().read(true).write(true).open(db) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(TuneDbError::NotWritable {
+            what: "tuning database",
+            path: db.to_path_buf(),
+            error,
+        }),
+        Ok(_) => Ok(()),
     }
 }
 

@@ -167,10 +167,10 @@ fn connect(path: &Path, flags: OpenFlags) -> Result<Connection, TuneDbError> {
     Ok(conn)
 }
 
-fn sqlite(path: &Path, source: rusqlite::Error) -> TuneDbError {
+fn sqlite(path: &Path, error: rusqlite::Error) -> TuneDbError {
     TuneDbError::Sqlite {
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 
@@ -326,9 +326,9 @@ fn initialise_or_migrate(path: &Path, conn: &Connection) -> Result<(), TuneDbErr
 /// move the first one's fresh database. Released when the returned file is dropped. Unix only
 /// (`flock`); elsewhere concurrent recoveries are not serialised.
 fn lock_recovery(path: &Path) -> Result<std::fs::File, TuneDbError> {
-    let failed = |source| TuneDbError::MoveAside {
+    let failed = |error| TuneDbError::MoveAside {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -359,9 +359,9 @@ fn move_aside(path: &Path) -> Result<PathBuf, TuneDbError> {
         })
         .find(|p| !p.exists() && !companion(p, "-wal").exists())
         .expect("an unbounded range always yields an unused name");
-    let failed = |source| TuneDbError::MoveAside {
+    let failed = |error| TuneDbError::MoveAside {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     std::fs::rename(path, &target).map_err(failed)?;
     for suffix in ["-wal", "-shm"] {

@@ -17,10 +17,20 @@
 //!   [`WritePolicy::Replace`] is there for a deliberate re-tune.
 //! - **A damaged or foreign file** (truncated, not a database, another application's SQLite
 //!   file) is detected on open (`PRAGMA application_id`, `PRAGMA quick_check`), renamed to
-//!   `tuning.sqlite3.moved-aside-<unix seconds>` and replaced by an empty database; a
-//!   [`Warning`] says so. Only SQLite's own verdicts count: a busy or unreadable file is an
+//!   `tuning.sqlite3.moved-aside-<unix seconds>` and replaced by a new database, into which
+//!   every row still readable in the moved file is salvaged ([`TuneDb::salvage`], which reads
+//!   the file page by page and so survives damaged b-tree pages); [`Warning`]s say what was
+//!   moved and what was kept. Only SQLite's own verdicts count: a busy or unreadable file is an
 //!   error, never moved. Processes that find the same bad file take turns (an `flock` on
 //!   `tuning.sqlite3.recovery-lock`, Unix only) and judge it again, so it is moved once.
+//! - **A damaged row** in a file that passes SQLite's checks (a flipped byte in a record) is
+//!   skipped and reported by every query ([`Selection::skipped`]) and export, never the reason
+//!   a whole query fails; [`TuneDb::remove`] deletes it by id, and a store for its key replaces
+//!   it.
+//! - **Nothing is trusted**: every store, imported row and row read back is checked
+//!   ([`validate_record`]: sizes within carver's limits, known dtypes and layouts, times between
+//!   1 ns and 1 hour, configurations that are JSON objects, a winner that was measured); an
+//!   import reads lines with bounded memory and refuses unknown format versions.
 //! - **A newer schema** (a file written by a later carver) is refused with
 //!   [`TuneDbError::NewerSchema`] and left untouched; an older one is migrated.
 //! - **Lookups** are answered from an in-process cache after the first hit (well under a
@@ -28,7 +38,9 @@
 //!   ([`KeyBuckets`]: M, N, K each exact or rounded up to a power of two) and applied by
 //!   [`TuneDb::lookup_with`]; exact by default.
 //! - **Sharing**: [`TuneDb::export`] writes versioned JSON Lines and changes nothing;
-//!   [`TuneDb::import`] merges, reporting conflicts and bad rows by line number.
+//!   [`TuneDb::import`] merges, reporting conflicts and bad rows by line number, and
+//!   [`TuneDb::import_checked`] lets the caller add checks (carver-flows adds the GPU's
+//!   roofline).
 //!
 //! # Example
 //! ```
@@ -78,7 +90,7 @@
 //! let hit = db.lookup(&key)?.expect("just stored");
 //! assert_eq!(hit.winner, winner);
 //! assert_eq!(hit.winner_time_s(), Some(171e-6));
-//! assert_eq!(db.winners_for_device(&key.device)?.len(), 1);
+//! assert_eq!(db.winners_for_device(&key.device)?.records.len(), 1);
 //! # Ok(())
 //! # }
 //! ```
@@ -88,6 +100,7 @@ mod db;
 mod error;
 mod exchange;
 mod health;
+mod salvage;
 mod validate;
 
 #[cfg(any(test, feature = "test-support"))]
@@ -97,10 +110,16 @@ pub mod test_support;
 pub use bucket::{Bucket, KeyBuckets};
 pub use carver_schema::{
     BadRow, ConflictResolution, DeviceKey, ImportConflict, ImportReport, MeasuredCandidate,
-    StoredTuneRecord, TuneKey, TuneProblem, TuneRecord,
+    RowWarning, SalvageReport, SkippedRow, StoredTuneRecord, TuneKey, TuneProblem, TuneRecord,
 };
-pub use db::{DB_FILE_NAME, Filter, LookupOptions, StoreOutcome, TuneDb, WritePolicy};
+pub use db::{DB_FILE_NAME, Filter, LookupOptions, Selection, StoreOutcome, TuneDb, WritePolicy};
 pub use error::{TuneDbError, Warning};
-pub use exchange::{EXPORT_FORMAT, EXPORT_FORMAT_VERSION, ExportHeader, write_export};
+pub use exchange::{
+    ACCEPTED_FORMAT_VERSIONS, ACCEPTED_SCHEMA_VERSIONS, EXPORT_FORMAT, EXPORT_FORMAT_VERSION,
+    ExportHeader, Exported, MAX_LINE_BYTES, RecordCheck, write_export,
+};
 pub use health::{APPLICATION_ID, SCHEMA_VERSION};
-pub use validate::{validate_key, validate_record};
+pub use validate::{
+    ACCEPTED_DTYPES, ACCEPTED_LAYOUTS, MAX_KEY_TEXT_BYTES, MAX_PREDICTED_TIME_S, MAX_RECORD_BYTES,
+    MAX_SIZE, MAX_TIME_S, MIN_TIME_S, QUOTE_CHARS, quote, validate_key, validate_record,
+};

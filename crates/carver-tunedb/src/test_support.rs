@@ -29,9 +29,17 @@ pub fn sample_key(n: u64) -> TuneKey {
     }
 }
 
-fn triton_config(block_m: u64, block_n: u64, warps: u64, stages: u64) -> serde_json::Value {
+/// A `triton.Config` in carver's own Triton format (what `carver recommend --target triton`
+/// prints), so that the records pass carver-flows' check of the winner's format.
+pub fn triton_config(block_m: u64, block_n: u64, warps: u64, stages: u64) -> serde_json::Value {
     json!({
-        "kwargs": {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 64, "GROUP_M": 8},
+        "kwargs": {
+            "BLOCK_SIZE_M": block_m,
+            "BLOCK_SIZE_N": block_n,
+            "BLOCK_SIZE_K": 64,
+            "GROUP_SIZE_M": 8,
+            "SPLIT_K": 1,
+        },
         "num_warps": warps,
         "num_stages": stages,
     })

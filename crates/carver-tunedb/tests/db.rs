@@ -100,7 +100,7 @@ fn a_tie_keeps_the_stored_record_and_replace_overrides() {
     );
     assert_eq!(*db.lookup(&record.key).unwrap().unwrap(), slower);
     assert_eq!(
-        db.query(&Filter::default()).unwrap()[0].id,
+        db.query(&Filter::default()).unwrap().records[0].id,
         1,
         "an update keeps the id"
     );
@@ -283,6 +283,7 @@ fn filters_select_by_id_device_target_and_shape() {
     let ids = |filter: Filter| -> Vec<i64> {
         db.query(&filter)
             .unwrap()
+            .records
             .into_iter()
             .map(|s| s.id)
             .collect()
@@ -345,10 +346,21 @@ fn filters_select_by_id_device_target_and_shape() {
     assert_eq!(ids(both.clone()), [1]);
     assert_eq!(db.count(&both).unwrap(), 1);
 
-    assert_eq!(db.winners_for_device(&h200.key.device).unwrap().len(), 1);
+    assert_eq!(
+        db.winners_for_device(&h200.key.device)
+            .unwrap()
+            .records
+            .len(),
+        1
+    );
     let mut other_driver = h200.key.device.clone();
     other_driver.driver_version = "1.0".into();
-    assert!(db.winners_for_device(&other_driver).unwrap().is_empty());
+    assert!(
+        db.winners_for_device(&other_driver)
+            .unwrap()
+            .records
+            .is_empty()
+    );
 }
 
 #[test]

@@ -12,17 +12,25 @@ fn name() -> impl Strategy<Value = String> {
     prop_oneof![
         Just("f16".to_string()),
         Just("NVIDIA H100 80GB HBM3".to_string()),
-        Just("ünïcødé \"quoted\" \\ tab\t".to_string()),
+        Just("ünïcødé \"quoted\" \\ back".to_string()),
         "[a-z0-9-]{1,6}",
     ]
+}
+
+fn dtype() -> impl Strategy<Value = String> {
+    prop::sample::select(&carver_tunedb::ACCEPTED_DTYPES[..]).prop_map(str::to_string)
+}
+
+fn layout() -> impl Strategy<Value = String> {
+    prop::sample::select(&carver_tunedb::ACCEPTED_LAYOUTS[..]).prop_map(str::to_string)
 }
 
 fn size() -> impl Strategy<Value = u64> {
     prop_oneof![
         1u64..=4,
         Just(4096u64),
-        1u64..=(1 << 40),
-        Just(i64::MAX as u64)
+        1u64..=carver_tunedb::MAX_SIZE,
+        Just(carver_tunedb::MAX_SIZE)
     ]
 }
 
@@ -76,7 +84,7 @@ fn record() -> impl Strategy<Value = TuneRecord> {
     let key = (
         (name(), name(), name(), name(), name(), name()),
         (size(), size(), size(), 1u64..=8),
-        (name(), name(), name(), name(), name(), name()),
+        (dtype(), dtype(), dtype(), dtype(), layout(), layout()),
     )
         .prop_map(
             |((device, uuid, driver, carver, target, hash), (m, n, k, batch), dtypes)| TuneKey {
@@ -108,7 +116,7 @@ fn record() -> impl Strategy<Value = TuneRecord> {
         (config(), time()),
         any::<prop::sample::Index>(),
         prop::option::of(time()),
-        0i64..4_000_000_000,
+        0i64..1_700_000_000,
         prop::collection::btree_map("[a-z]{1,6}", json_leaf(), 0..4),
     )
         .prop_map(
@@ -141,6 +149,7 @@ fn all(db: &TuneDb) -> Vec<TuneRecord> {
     let mut records: Vec<TuneRecord> = db
         .query(&Filter::default())
         .unwrap()
+        .records
         .into_iter()
         .map(|s| s.record)
         .collect();
@@ -159,7 +168,7 @@ proptest! {
             source.store(r).unwrap();
         }
         let mut exported = Vec::new();
-        let count = source.export(&Filter::default(), &mut exported).unwrap();
+        let count = source.export(&Filter::default(), &mut exported).unwrap().written;
         prop_assert_eq!(count, source.count(&Filter::default()).unwrap());
 
         let target_dir = tempfile::tempdir().unwrap();

@@ -1,18 +1,16 @@
-//! NVRTC compilation of `cuda-sm90` instantiations to sm_90a cubins, ptxas' resource report,
-//! an on-disk cache of cubins, and parallel compilation of many candidates.
+//! NVRTC compilation of `cuda-sm90` instantiations to sm_90a cubins and ptxas' resource report
+//! (the on-disk cache of cubins is in `kernel_cache`).
 //!
 //! Needs libnvrtc, not a GPU.
 
 use std::ffi::{CStr, CString, c_char};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use cudarc::nvrtc::{result as nvrtc_result, sys as nvrtc_sys};
 use serde::{Deserialize, Serialize};
 
-use super::{KernelSpec, fnv1a};
+use super::KernelSpec;
 use crate::driver::guarded;
 use crate::error::GpuError;
 
@@ -118,7 +116,7 @@ fn ensure_nvrtc() -> Result<(), GpuError> {
     }
 }
 
-fn options() -> Vec<String> {
+pub(super) fn options() -> Vec<String> {
     vec![
         format!("--gpu-architecture={GPU_ARCH}"),
         "-std=c++17".into(),
@@ -169,7 +167,7 @@ pub fn compile_source(source: &str, label: &str) -> Result<(Vec<u8>, String), Gp
     })
 }
 
-fn reject_spills(k: &CompiledKernel) -> Result<(), GpuError> {
+pub(super) fn reject_spills(k: &CompiledKernel) -> Result<(), GpuError> {
     if k.report.spills() {
         return Err(GpuError::Spills {
             config: k.spec.label(),
@@ -231,174 +229,6 @@ fn nvrtc_cubin(source: &str, label: &str) -> Result<(Vec<u8>, String), GpuError>
     // SAFETY: created above and not destroyed yet.
     let _ = unsafe { nvrtc_result::destroy_program(prog) };
     outcome
-}
-
-/// Cubins on disk under `<cache dir>/kernels/`, keyed by a hash of the generated source (which
-/// holds the configuration), the compile options, the architecture and NVRTC's version.
-#[derive(Clone, Debug)]
-pub struct KernelCache {
-    dir: PathBuf,
-    nvrtc: (i32, i32),
-}
-
-/// What the cache keeps beside each cubin.
-#[derive(Serialize, Deserialize)]
-struct CacheMeta {
-    label: String,
-    report: PtxasReport,
-    log: String,
-}
-
-impl KernelCache {
-    /// A cache under `<cache_dir>/kernels` (created on first store).
-    pub fn new(cache_dir: &Path) -> Result<Self, GpuError> {
-        Ok(Self {
-            dir: cache_dir.join("kernels"),
-            nvrtc: nvrtc_version()?,
-        })
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    pub fn key(&self, spec: &KernelSpec) -> String {
-        let opts = options().join(" ");
-        let version = format!("{}.{}", self.nvrtc.0, self.nvrtc.1);
-        format!(
-            "{:016x}",
-            fnv1a(&[
-                spec.source().as_bytes(),
-                opts.as_bytes(),
-                GPU_ARCH.as_bytes(),
-                version.as_bytes(),
-            ])
-        )
-    }
-
-    fn paths(&self, spec: &KernelSpec) -> (PathBuf, PathBuf) {
-        let key = self.key(spec);
-        (
-            self.dir.join(format!("{key}.cubin")),
-            self.dir.join(format!("{key}.json")),
-        )
-    }
-
-    /// The cached kernel, if a complete entry is there (a damaged entry counts as a miss).
-    pub fn load(&self, spec: &KernelSpec) -> Option<CompiledKernel> {
-        let (cubin_path, meta_path) = self.paths(spec);
-        let meta: CacheMeta = serde_json::from_slice(&std::fs::read(&meta_path).ok()?).ok()?;
-        let cubin = std::fs::read(&cubin_path).ok()?;
-        if cubin.is_empty() {
-            return None;
-        }
-        Some(CompiledKernel {
-            spec: *spec,
-            cubin,
-            report: meta.report,
-            log: meta.log,
-            compile_s: 0.0,
-            from_cache: true,
-            path: Some(cubin_path),
-        })
-    }
-
-    /// Stores a kernel (the cubin first, then its description, each written whole and renamed
-    /// into place, so a reader sees complete entries only).
-    pub fn store(&self, kernel: &mut CompiledKernel) -> Result<(), GpuError> {
-        std::fs::create_dir_all(&self.dir).map_err(|source| GpuError::Io {
-            path: self.dir.clone(),
-            source,
-        })?;
-        let (cubin_path, meta_path) = self.paths(&kernel.spec);
-        let meta = CacheMeta {
-            label: kernel.spec.label(),
-            report: kernel.report.clone(),
-            log: kernel.log.clone(),
-        };
-        let meta_bytes = serde_json::to_vec_pretty(&meta).expect("cache metadata serializes");
-        write_atomically(&cubin_path, &kernel.cubin)?;
-        write_atomically(&meta_path, &meta_bytes)?;
-        kernel.path = Some(cubin_path);
-        Ok(())
-    }
-
-    /// The cached kernel, or a fresh compile stored for next time.
-    pub fn get_or_compile(&self, spec: &KernelSpec) -> Result<CompiledKernel, GpuError> {
-        if let Some(k) = self.load(spec) {
-            reject_spills(&k)?;
-            return Ok(k);
-        }
-        let mut k = compile_kernel(spec)?;
-        self.store(&mut k)?;
-        Ok(k)
-    }
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), GpuError> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let io = |source| GpuError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(e)
-    })
-}
-
-/// Progress of [`compile_all`].
-#[derive(Clone, Debug)]
-pub enum CompileEvent {
-    /// One candidate finished (successfully or not); `done` of `total`.
-    Finished {
-        index: usize,
-        done: usize,
-        total: usize,
-    },
-}
-
-/// Compiles every spec on `threads` threads (through the cache when one is given), in input
-/// order. Each entry is the kernel or the reason it could not be built.
-pub fn compile_all(
-    specs: &[KernelSpec],
-    cache: Option<&KernelCache>,
-    threads: usize,
-    progress: &(dyn Fn(CompileEvent) + Sync),
-) -> Vec<Result<CompiledKernel, GpuError>> {
-    let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<CompiledKernel, GpuError>>>> =
-        Mutex::new((0..specs.len()).map(|_| None).collect());
-    let threads = threads.clamp(1, specs.len().max(1));
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(spec) = specs.get(i) else { break };
-                    let r = match cache {
-                        Some(c) => c.get_or_compile(spec),
-                        None => compile_kernel(spec),
-                    };
-                    results.lock().expect("no thread panics holding it")[i] = Some(r);
-                    let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    progress(CompileEvent::Finished {
-                        index: i,
-                        done: d,
-                        total: specs.len(),
-                    });
-                }
-            });
-        }
-    });
-    results
-        .into_inner()
-        .expect("no thread panics holding it")
-        .into_iter()
-        .map(|r| r.expect("every index was compiled"))
-        .collect()
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! [`Sm90Params::check`], the check the recommender applies to every point of its space.
 
 mod compile;
+mod kernel_cache;
 mod launch;
 mod repack;
 
@@ -17,10 +18,8 @@ use carver::family::{ConfigError, Sm90Params};
 use carver::{DType, Layout};
 use serde::{Deserialize, Serialize};
 
-pub use compile::{
-    CompileEvent, CompiledKernel, KernelCache, PtxasReport, compile_all, compile_kernel,
-    compile_source, nvrtc_version,
-};
+pub use compile::{CompiledKernel, PtxasReport, compile_kernel, compile_source, nvrtc_version};
+pub use kernel_cache::{CacheDefect, CompileEvent, KernelCache, compile_all, sha256_hex};
 pub use launch::{LoadedKernel, TmaMap, encode_tma_maps};
 pub use repack::{OperandRows, REPACK_NAME, REPACK_SOURCE, RepackKernel, operand_rows};
 

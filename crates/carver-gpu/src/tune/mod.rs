@@ -34,7 +34,7 @@ use carver::{DType, Layout};
 use serde::{Deserialize, Serialize};
 
 use crate::error::GpuError;
-use crate::sm90::{CompileEvent, KernelCache, KernelSpec, compile_all};
+use crate::sm90::{CacheDefect, CompileEvent, KernelCache, KernelSpec, compile_all, sha256_hex};
 use crate::timing::{EarlyStop, RunCount, TimingPlan, Warmup, median};
 
 pub use crate::timing::Timing;
@@ -246,6 +246,11 @@ pub enum TuneEvent {
         candidate: String,
         reason: String,
     },
+    /// The kernel cache's entry for a candidate could not be trusted; it is compiled again.
+    CacheEntryRejected {
+        candidate: String,
+        defect: CacheDefect,
+    },
 }
 
 /// A tuning run's inputs.
@@ -276,6 +281,12 @@ pub fn tune(
     progress(TuneEvent::Compiling { total: specs.len() });
     let compiled = compile_all(&specs, Some(job.cache), job.compile_threads, &|e| match e {
         CompileEvent::Finished { done, total, .. } => progress(TuneEvent::Compiled { done, total }),
+        CompileEvent::CacheEntryRejected { index, defect } => {
+            progress(TuneEvent::CacheEntryRejected {
+                candidate: specs[index].label(),
+                defect,
+            });
+        }
     });
     let compile_wall_s = started.elapsed().as_secs_f64();
 
@@ -321,6 +332,7 @@ pub fn tune(
                 }
                 let request = Request::Candidate {
                     cubin,
+                    cubin_sha256: sha256_hex(&kernel.cubin),
                     spec: cand.spec,
                     best_s: best,
                 };

@@ -23,6 +23,9 @@ pub enum Request {
     /// the early stop).
     Candidate {
         cubin: PathBuf,
+        /// SHA-256 of the cubin the parent checked: the worker loads the file only if it still
+        /// has these bytes.
+        cubin_sha256: String,
         spec: KernelSpec,
         best_s: Option<f64>,
     },
@@ -128,6 +131,7 @@ mod tests {
             Request::Cublas,
             Request::Candidate {
                 cubin: "/tmp/x.cubin".into(),
+                cubin_sha256: "00".repeat(32),
                 spec,
                 best_s: Some(1e-4),
             },

@@ -20,6 +20,7 @@ use crate::driver::{driver_err, guarded, init_driver};
 use crate::error::GpuError;
 use crate::sm90::{
     KernelSpec, LoadedKernel, OperandRows, RepackKernel, TmaMap, encode_tma_maps, operand_rows,
+    sha256_hex,
 };
 use crate::timing::EventTimer;
 
@@ -115,12 +116,13 @@ pub fn serve_worker(input: impl BufRead, mut output: impl Write) -> Result<(), G
             },
             Request::Candidate {
                 cubin,
+                cubin_sha256,
                 spec,
                 best_s,
             } => match bench.as_mut() {
                 None => (no_setup(), false),
                 Some(b) => match guarded("CUDA libraries", "candidate", || {
-                    b.candidate(&cubin, &spec, best_s)
+                    b.candidate(&cubin, &cubin_sha256, &spec, best_s)
                 }) {
                     Ok(Ok(m)) => (Reply::Candidate(m), false),
                     Ok(Err(reason)) => (
@@ -150,6 +152,20 @@ pub fn serve_worker(input: impl BufRead, mut output: impl Write) -> Result<(), G
         }
     }
     Ok(())
+}
+
+/// Refuses a cubin that is not the one the parent checked: the file may have been replaced
+/// between the parent's check and this read.
+fn check_image(path: &Path, image: &[u8], expected_sha256: &str) -> Result<(), String> {
+    let found = sha256_hex(image);
+    if found == expected_sha256 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} changed after it was checked (SHA-256 {found}, expected {expected_sha256}); not loaded",
+            path.display()
+        ))
+    }
 }
 
 fn no_setup() -> Reply {
@@ -609,6 +625,7 @@ impl WorkerBench {
     fn candidate(
         &mut self,
         cubin: &Path,
+        cubin_sha256: &str,
         spec: &KernelSpec,
         best_s: Option<f64>,
     ) -> Result<Result<CandidateMeasurement, String>, GpuError> {
@@ -623,6 +640,9 @@ impl WorkerBench {
             Ok(b) => b,
             Err(e) => return Ok(Err(format!("cannot read {}: {e}", cubin.display()))),
         };
+        if let Err(reason) = check_image(cubin, &image, cubin_sha256) {
+            return Ok(Err(reason));
+        }
         let mut kernel = match LoadedKernel::load(&self.ctx, spec, image) {
             Ok(k) => k,
             Err(e) => return Ok(Err(format!("cannot load: {e}"))),
@@ -705,5 +725,15 @@ mod tests {
         for r in replies {
             assert!(matches!(r, Reply::Error { .. }), "{r:?}");
         }
+    }
+
+    #[test]
+    fn a_cubin_is_loaded_only_with_the_bytes_the_parent_checked() {
+        let path = Path::new("/cache/kernels/k.cubin");
+        let image = b"\x7fELF a cubin";
+        assert_eq!(check_image(path, image, &sha256_hex(image)), Ok(()));
+        let err = check_image(path, b"\x7fELF another", &sha256_hex(image)).unwrap_err();
+        assert!(err.contains("changed after it was checked"), "{err}");
+        assert!(err.contains("/cache/kernels/k.cubin"), "{err}");
     }
 }

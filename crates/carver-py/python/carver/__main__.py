@@ -18,10 +18,13 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    # The binary's signal behaviour: a closed pipe (`| head`) and Ctrl-C end the process, where
-    # Python would raise BrokenPipeError or KeyboardInterrupt once the Rust code returned. Only
-    # here: a caller of main() keeps its own handlers.
-    for _name in ("SIGPIPE", "SIGINT"):
-        if hasattr(signal, _name):
-            signal.signal(getattr(signal, _name), signal.SIG_DFL)
+    # Only here, where this process is the command: a caller of main() keeps its own signal
+    # handlers and environment. As the binary does, a closed pipe (`| head`) ends the process and
+    # blank CARVER_* variables count as unset; and Ctrl-C ends it, where Python would raise
+    # KeyboardInterrupt only once the Rust code returned.
+    from ._carver import _prepare_cli_process
+
+    _prepare_cli_process()
+    if hasattr(signal, "SIGINT"):
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     sys.exit(main())

@@ -195,7 +195,7 @@ impl FamilyRules for GenericRules {
         let mma = pick_mma(
             arch,
             problem,
-            (warps_m * warps_n) % 4 == 0 && block_m % 64 == 0,
+            warps_m.checked_mul(warps_n).is_some_and(|w| w % 4 == 0) && block_m % 64 == 0,
         )
         .ok_or_else(|| {
             ConfigError::native(

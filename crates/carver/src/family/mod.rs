@@ -244,7 +244,7 @@ pub trait FamilyRules: Sync {
 /// Every point of `family`'s space for `p`, before any rule or limit is checked, in the order
 /// the axes are walked: block M, block N, warp layout, block K, stages, launch-order group,
 /// split-K, cluster, persistence. What `carver tune --exhaustive` sweeps (through
-/// [`crate::policy::every_config`]); the policy walks the same axes with Roller's pruning.
+/// `policy::every_config`); the policy walks the same axes with Roller's pruning.
 pub fn space(family: &dyn FamilyRules, p: &Problem, arch: &Arch) -> Vec<TileConfig> {
     let [bms, bns, bks] = family.block_sizes(p, arch);
     let (lo, hi) = family.stage_range();
@@ -373,7 +373,8 @@ pub(crate) fn field_u32(v: &serde_json::Value, key: &str) -> Result<u32, ConfigE
 /// leaves each warp the larger extent, so warp tiles stay square-ish (more operand reuse).
 pub(crate) fn mma_sync_warps(block_m: u32, block_n: u32, warps: u32) -> (u32, u32) {
     let (mut wm, mut wn) = (1u32, 1u32);
-    while wm * wn < warps {
+    // Saturating: a parsed (untrusted) config may name blocks of billions of rows.
+    while wm.saturating_mul(wn) < warps {
         let per_m = block_m / wm;
         let per_n = block_n / wn;
         if per_m >= per_n && per_m >= 32 {
@@ -393,7 +394,8 @@ pub(crate) fn mma_sync_warps(block_m: u32, block_n: u32, warps: u32) -> (u32, u3
 /// `wgmma` arrangement: warpgroups of 4 warps each own 64-row slabs; extra warpgroups split N
 /// once M is covered.
 pub(crate) fn wgmma_warps(block_m: u32, warps: u32) -> (u32, u32) {
-    let groups = warps / 4;
+    // At least one group, or the clamp below would have no range.
+    let groups = (warps / 4).max(1);
     let groups_m = (block_m / 64).clamp(1, groups);
     (4 * groups_m, groups / groups_m)
 }
@@ -429,12 +431,15 @@ pub(crate) fn compute_layout(
     problem: &Problem,
     arch: &Arch,
 ) -> Option<WarpLayout> {
+    if warps == 0 {
+        return None;
+    }
     let mma = pick_mma(arch, problem, wgmma_ok)?;
     let (warps_m, warps_n) = match mma {
         InstructionFamily::Wgmma => wgmma_warps(block_m, warps),
         _ => mma_sync_warps(block_m, block_n, warps),
     };
-    (warps_m * warps_n == warps).then_some(WarpLayout {
+    (warps_m.checked_mul(warps_n) == Some(warps)).then_some(WarpLayout {
         warps_m,
         warps_n,
         producer_warps: 0,

@@ -179,7 +179,8 @@ impl Sm90Params {
             block_m: self.block_m,
             block_n: self.block_n,
             block_k: self.block_k,
-            warps_m: 4 * self.consumers,
+            // Saturating: a parsed (untrusted) config may name any count.
+            warps_m: self.consumers.saturating_mul(4),
             warps_n: 1,
             producer_warps: 4,
             stages: self.stages,

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU checks of a build, on the lent Hopper machine: every GPU test binary, then the CLI's
+# GPU flows end to end (detect, calibrate, tune with a database hit, bucketed lookup, repack,
+# bench, exhaustive, recommend --arch auto). Binaries are built here and carried in
+# target/gpu-run (see benches/gpu-check/build.sh); results go to $OUT.
+set -o pipefail
+G=target/gpu-run
+[ -d $G ] || tar -C target -xJf target/gpu-run.tar.xz
+L=$OUT/log.txt
+C=/tmp/carver-cache
+chmod +x $G/*
+step() { echo "== $*" | tee -a $L; }
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv; } 2>&1 | tee $L
+for t in gpu repack_gpu kernels sm90_compile; do
+  timeout 300 $G/$t --test-threads 1 > $OUT/test-$t.txt 2>&1; echo "test $t rc=$?" | tee -a $L
+done
+CARVER_TEST_BIN=$PWD/$G/carver timeout 400 $G/tune_cli --test-threads 1 --nocapture > $OUT/test-tune_cli.txt 2>&1; echo "test tune_cli rc=$?" | tee -a $L
+c() { step "carver $*"; timeout 300 $G/carver --cache-dir $C "$@" 2>&1 | tee -a $L; echo "rc=${PIPESTATUS[0]}" | tee -a $L; }
+c arch detect
+c arch calibrate
+c tune --m 4096 --n 4096 --k 4096 --topk 8
+c tune --m 4096 --n 4096 --k 4096 --topk 8
+c tune --m 1024 --n 1024 --k 1024 --topk 4
+c tune --m 1000 --n 1000 --k 1000 --topk 4 --bucket pow2
+c tune --m 333 --n 777 --k 999 --topk 4
+c bench --m 4096 --n 4096 --k 4096
+step "carver tune --exhaustive 256x4096x4096"
+timeout 400 $G/carver --cache-dir $C tune --m 256 --n 4096 --k 4096 --exhaustive --format json > $OUT/exhaustive.json 2> $OUT/exhaustive.err; echo "rc=$?" | tee -a $L
+c recommend --arch auto --target triton --m 4096 --n 4096 --k 4096
+{ date -u; nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv,noheader; } | tee -a $L
+grep -h -E "^test .*(ok|FAILED|ignored)|test result" $OUT/test-*.txt | grep -v " ok$" | tail -20
+grep -E "^test |rc=|winner|of cuBLAS|database:" $L | tail -40
