@@ -33,7 +33,7 @@ SAME = [
 @pytest.mark.parametrize("args", SAME, ids=lambda a: " ".join(a))
 def test_python_m_carver_is_the_binary(cli, python_m, args):
     got, want = python_m(*args), cli(*args)
-    if args[0] == "recommend" and "json" in args:
+    if args[0] == "recommend" and "json" in args and want[1]:
         # Recommendations carry their own wall time.
         assert (got[0], got[2]) == (want[0], want[2])
         assert without_timing(json.loads(got[1])) == without_timing(json.loads(want[1]))
@@ -68,3 +68,13 @@ def test_main_runs_in_process_and_returns_the_status(capfd):
     assert json.loads(out)["arch"]["gpu"]["key"] == "h100-sxm"
     assert main(["recommend", "--topk", "0", "--m", "1", "--n", "1", "--k", "1"]) == 2
     assert "top-k = 0" in capfd.readouterr().err
+
+
+def test_a_shape_that_fails_is_answered_in_place_by_both(cli, python_m, tmp_path):
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("M,N,K\n64,64,64\n64,0,64\n")
+    args = ["recommend", "--shapes", str(shapes), "--format", "json"]
+    got, want = python_m(*args), cli(*args)
+    assert want[0] == 1 and "N is 0" in want[2]
+    assert (got[0], got[2]) == (want[0], want[2])
+    assert without_timing(json.loads(got[1])) == without_timing(json.loads(want[1]))

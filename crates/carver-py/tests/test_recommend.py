@@ -88,12 +88,16 @@ def test_bad_shapes_are_answered_in_place_like_the_cli(cli_json, tmp_path):
     assert got[3].batch == 3 and got[3].hints
 
 
-def test_one_shape_with_an_error_raises_the_same_message(cli):
-    code, _, err = cli("recommend", "--m", "64", "--n", "0", "--k", "64")
+def test_one_shape_with_an_error_raises_the_clis_message_for_it(cli, tmp_path):
+    # The CLI refuses --n 0 while parsing; a shapes file's row reaches the library, as here.
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("M,N,K\n64,0,64\n")
+    code, _, err = cli("recommend", "--shapes", str(shapes))
     assert code == 1
     with pytest.raises(carver.InvalidInputError) as e:
         carver.recommend(64, 0, 64, target="generic")
-    assert str(e.value) in err
+    assert str(e.value) == "invalid problem size: N is 0; every size must be at least 1"
+    assert f": {e.value}" in err
     assert isinstance(e.value, ValueError)
 
 
@@ -173,3 +177,49 @@ def test_a_hardware_db_directory_is_read_like_the_clis(cli_json, tmp_path):
     assert described == doc["arch"] and described["l2"]["size_bytes"] == 4194304
     with pytest.raises(carver.UnknownArchError):
         carver.recommend(64, 64, 64, arch="h100-small-l2")
+
+
+def test_a_measured_winner_is_reported_as_the_cli_reports_it(cli, cli_json, tmp_path, empty_cache):
+    # One tuning result for 4096^3 f16 on an H100, imported with the CLI into the shared cache.
+    winner = {"kwargs": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64,
+                         "GROUP_SIZE_M": 8, "SPLIT_K": 1}, "num_warps": 8, "num_stages": 3}
+    record = {
+        "key": {"device": {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-00000000-0000-0000-0000-000000000001",
+                           "driver_version": "580.159.04"},
+                "carver_version": carver.__version__, "target": "triton", "kernel_hash": "test",
+                "problem": {"m": 4096, "n": 4096, "k": 4096, "batch": 1, "dtype_a": "f16",
+                            "dtype_b": "f16", "dtype_c": "f16", "dtype_acc": "f32",
+                            "layout_a": "row", "layout_b": "row"}},
+        "winner": winner,
+        "candidates": [{"config": winner, "model_rank": 1, "predicted_time_s": 2.4e-4,
+                        "measured_time_s": 2.5e-4, "failure": None}],
+        "cublas_time_s": 2.3e-4, "measured_at_unix_s": 1767225600,
+        "method": {"timer": "cuda-events", "statistic": "median"},
+    }
+    lines = [json.dumps({"format": "carver-tuning-results", "format_version": 1,
+                         "exported_by": "test", "records": 1}), json.dumps(record)]
+    path = tmp_path / "results.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    code, _, err = cli("cache", "import", str(path))
+    assert code == 0, err
+    code, doc, err = cli_json("recommend", "--m", "4096", "--n", "4096", "--k", "4096",
+                              "--target", "triton")
+    assert code == 0, err
+    measured = doc["results"][0]["measured"]
+    assert measured["config"] == winner and measured["measured_time_us"] == pytest.approx(250.0)
+    got = carver.recommend_many([(4096, 4096, 4096)], target="triton")
+    assert got[0].measured == measured
+    assert without_timing(got.to_dict()) == without_timing(doc)
+
+
+def test_the_flows_warnings_are_carver_warnings(cli, empty_cache):
+    # A tuning database that cannot be read costs the measured winners only, with a warning.
+    (empty_cache / "tuning.sqlite3").write_bytes(b"this is not an SQLite database" * 100)
+    code, _, err = cli("recommend", "--m", "64", "--n", "64", "--k", "64")
+    assert code == 0
+    warned = [line[len("warning: "):] for line in err.splitlines() if line.startswith("warning: ")]
+    assert warned, err
+    with pytest.warns(carver.CarverWarning) as record:
+        hints = carver.recommend(64, 64, 64, target="generic")
+    assert hints
+    assert [str(w.message) for w in record] == warned
