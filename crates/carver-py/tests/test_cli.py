@@ -1,6 +1,7 @@
 """`python -m carver` is the `carver` binary: same output, errors and exit status."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -78,3 +79,14 @@ def test_a_shape_that_fails_is_answered_in_place_by_both(cli, python_m, tmp_path
     assert want[0] == 1 and "N is 0" in want[2]
     assert (got[0], got[2]) == (want[0], want[2])
     assert without_timing(json.loads(got[1])) == without_timing(json.loads(want[1]))
+
+
+def test_blank_carver_variables_count_as_unset_in_both(carver_bin, tmp_path):
+    # The binary's prepare_process, which python -m carver runs too.
+    env = dict(os.environ, CARVER_HARDWARE_DB="  ", HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path))
+    env.pop("CARVER_CACHE_DIR", None)
+    args = ["arch", "show", "h100", "--format", "json"]
+    run = lambda cmd: subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)  # noqa: E731
+    got, want = run([sys.executable, "-m", "carver", *args]), run([carver_bin, *args])
+    assert (got.returncode, got.stdout, got.stderr) == (want.returncode, want.stdout, want.stderr)
+    assert want.returncode == 0, want.stderr

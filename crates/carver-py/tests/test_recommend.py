@@ -223,3 +223,11 @@ def test_the_flows_warnings_are_carver_warnings(cli, empty_cache):
         hints = carver.recommend(64, 64, 64, target="generic")
     assert hints
     assert [str(w.message) for w in record] == warned
+
+
+def test_blank_environment_variables_count_as_unset(cli_json, monkeypatch):
+    code, doc, _ = cli_json("arch", "list")
+    monkeypatch.setenv("CARVER_HARDWARE_DB", "  ")
+    monkeypatch.setenv("CARVER_CACHE_DIR", "")
+    assert carver.arch_list() == doc["gpus"]
+    assert len(carver.recommend(256, 256, 256, topk=2)) == 2
