@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use carver::template::MAX_DIM;
 use carver::{DType, Family, Layout, TopK};
 use carver_flows::archs::ArchChoice;
-use carver_flows::recommend::{RecommendRequest, recommend};
+use carver_flows::recommend::{RecommendRequest, parse_layouts, recommend};
 use carver_flows::shapes::{ShapeRow, read_shapes};
 use carver_schema::{Hint, RecommendResult};
 use clap::Args;
@@ -65,7 +65,7 @@ pub struct RecommendArgs {
     #[arg(long, value_parser = parse_dtype)]
     pub acc_dtype: Option<DType>,
     /// Storage order of A and B, two letters: r = row-major, c = column-major (`rr`, `rc`, ...).
-    #[arg(long, default_value = "rr", value_parser = parse_layout)]
+    #[arg(long, default_value = "rr", value_parser = parse_layouts)]
     pub layout: (Layout, Layout),
     /// Kernel family: triton, tilelang, cuda-sm90 or generic.
     #[arg(long, default_value = "generic", value_parser = parse_target)]
@@ -124,23 +124,6 @@ pub fn parse_topk(s: &str) -> Result<TopK, String> {
 fn parse_target(s: &str) -> Result<Family, String> {
     s.parse()
         .map_err(|e: carver::family::UnknownFamily| e.to_string())
-}
-
-fn parse_layout(s: &str) -> Result<(Layout, Layout), String> {
-    let letters: Vec<char> = s.chars().collect();
-    let one = |c: char| match c.to_ascii_lowercase() {
-        'r' => Ok(Layout::Row),
-        'c' => Ok(Layout::Col),
-        _ => Err(format!(
-            "layout `{s}`: use two letters, r (row-major) or c (column-major), for A then B, like `rr` or `rc`"
-        )),
-    };
-    if letters.len() != 2 {
-        return Err(format!(
-            "layout `{s}`: use two letters, r or c, for A then B (like `rr` or `rc`)"
-        ));
-    }
-    Ok((one(letters[0])?, one(letters[1])?))
 }
 
 pub fn run(args: RecommendArgs, globals: &Globals) -> anyhow::Result<ExitCode> {

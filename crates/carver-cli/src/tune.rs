@@ -149,13 +149,15 @@ fn parse_layout(s: &str) -> Result<(Layout, Layout), String> {
     }
 }
 
-fn run_options(device: usize, watchdog_s: u64) -> RunOptions {
+fn run_options(device: usize, watchdog_s: u64, globals: &Globals) -> RunOptions {
+    let mut args = globals.relaunch.args.clone();
+    args.extend(["tune".into(), "--worker".into()]);
     RunOptions {
         device,
         watchdog: Duration::from_secs(watchdog_s),
         worker: WorkerProgram {
-            program: std::env::current_exe().unwrap_or_else(|_| "carver".into()),
-            args: vec!["tune".into(), "--worker".into()],
+            program: globals.relaunch.program.clone(),
+            args,
         },
     }
 }
@@ -186,7 +188,7 @@ pub fn run_tune(args: TuneArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
         },
         retune: args.retune,
         bucket: args.bucket,
-        run: run_options(args.device, args.watchdog_s),
+        run: run_options(args.device, args.watchdog_s, globals),
     };
     let report = flows::tune(&globals.locations, &request, &Terminal::default())?;
     match args.format {
@@ -223,7 +225,7 @@ pub fn run_bench(args: BenchArgs, globals: &Globals) -> anyhow::Result<ExitCode>
         layouts: args.layout,
         config,
         bucket: args.bucket,
-        run: run_options(args.device, args.watchdog_s),
+        run: run_options(args.device, args.watchdog_s, globals),
     };
     let report = flows::bench(&globals.locations, &request, &Terminal::default())?;
     match args.format {

@@ -206,6 +206,29 @@ fn cli_modules_parse_call_a_flow_and_render() {
 }
 
 #[test]
+fn the_python_package_reaches_the_model_through_the_flows() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("crates/carver-py/src"), &mut files);
+    assert!(!files.is_empty(), "crates/carver-py/src has no Rust files");
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let name = file.display();
+        // carver-arch is used for its error type only (to tell an unknown GPU apart).
+        for reach in [
+            "carver::cost",
+            "carver::policy",
+            "recommend_hints",
+            "predict_native",
+            "carver_gpu",
+            "TuneDb",
+            "HardwareDb",
+        ] {
+            assert!(!text.contains(reach), "{name} uses `{reach}`");
+        }
+    }
+}
+
+#[test]
 fn the_schema_crate_depends_on_serde_only() {
     let manifest =
         std::fs::read_to_string(workspace().join("crates/carver-schema/Cargo.toml")).unwrap();

@@ -44,19 +44,57 @@ impl RecommendRequest {
 
     /// The template of one shape.
     pub fn template(&self, shape: &ParsedShape) -> MatmulTemplate {
-        let mut t = MatmulTemplate::new(shape.m, shape.n, shape.k)
-            .with_dtype(self.dtype)
-            .with_batch(shape.batch)
-            .with_layouts(self.layouts.0, self.layouts.1)
-            .with_family(self.family);
-        if let Some(c) = self.out_dtype {
-            t.dtype_c = c;
-        }
-        if let Some(acc) = self.acc_dtype {
-            t.dtype_acc = acc;
-        }
-        t
+        template(
+            shape,
+            self.dtype,
+            self.out_dtype,
+            self.acc_dtype,
+            self.layouts,
+            self.family,
+        )
     }
+}
+
+/// The template of one shape: `dtype` inputs with the usual output and accumulator unless given.
+pub(crate) fn template(
+    shape: &ParsedShape,
+    dtype: DType,
+    out_dtype: Option<DType>,
+    acc_dtype: Option<DType>,
+    layouts: (Layout, Layout),
+    family: Family,
+) -> MatmulTemplate {
+    let mut t = MatmulTemplate::new(shape.m, shape.n, shape.k)
+        .with_dtype(dtype)
+        .with_batch(shape.batch)
+        .with_layouts(layouts.0, layouts.1)
+        .with_family(family);
+    if let Some(c) = out_dtype {
+        t.dtype_c = c;
+    }
+    if let Some(acc) = acc_dtype {
+        t.dtype_acc = acc;
+    }
+    t
+}
+
+/// Storage orders of A then B as two letters, r (row-major) or c (column-major): `rr`, `rc`,
+/// `cr`, `cc` (any case). The form every front end takes (`--layout`, `layout=`).
+pub fn parse_layouts(text: &str) -> Result<(Layout, Layout), String> {
+    let letters: Vec<char> = text.chars().collect();
+    let one = |c: char| match c.to_ascii_lowercase() {
+        'r' => Ok(Layout::Row),
+        'c' => Ok(Layout::Col),
+        _ => Err(format!(
+            "layout `{text}`: use two letters, r (row-major) or c (column-major), for A then B, like `rr` or `rc`"
+        )),
+    };
+    if letters.len() != 2 {
+        return Err(format!(
+            "layout `{text}`: use two letters, r or c, for A then B (like `rr` or `rc`)"
+        ));
+    }
+    Ok((one(letters[0])?, one(letters[1])?))
 }
 
 /// A row of the shapes that could not be read; the other rows were answered.
@@ -243,6 +281,16 @@ mod tests {
             }]
         );
         assert!(!answer.is_complete());
+    }
+
+    #[test]
+    fn layouts_are_two_letters_and_errors_say_what_is_accepted() {
+        assert_eq!(parse_layouts("rc"), Ok((Layout::Row, Layout::Col)));
+        assert_eq!(parse_layouts("CR"), Ok((Layout::Col, Layout::Row)));
+        for bad in ["r", "rrr", "rx", ""] {
+            let e = parse_layouts(bad).unwrap_err();
+            assert!(e.contains(&format!("`{bad}`")) && e.contains("`rr`"), "{e}");
+        }
     }
 
     #[test]
