@@ -11,13 +11,36 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// Progress on standard error.
 #[derive(Default)]
 pub struct Terminal {
-    bars: Mutex<Option<Bars>>,
+    shown: Mutex<Option<Shown>>,
 }
 
-/// The bars of the shape being tuned, or the calibration spinner.
-struct Bars {
-    compile: ProgressBar,
-    bench: ProgressBar,
+/// What is drawn now: the bars of the shape being tuned, or the calibration spinner.
+enum Shown {
+    Tune {
+        compile: ProgressBar,
+        bench: ProgressBar,
+    },
+    Calibration(ProgressBar),
+}
+
+impl Shown {
+    fn clear(self) {
+        match self {
+            Self::Tune { compile, bench } => {
+                compile.finish_and_clear();
+                bench.finish_and_clear();
+            }
+            Self::Calibration(spinner) => spinner.finish_and_clear(),
+        }
+    }
+
+    /// Runs `f` with every bar lifted, so that a line printed meanwhile is not drawn over.
+    fn suspend(&self, f: impl FnOnce()) {
+        match self {
+            Self::Tune { compile, bench } => bench.suspend(|| compile.suspend(f)),
+            Self::Calibration(spinner) => spinner.suspend(f),
+        }
+    }
 }
 
 fn bar(prefix: &str, label: &str, template: &str) -> ProgressBar {
@@ -37,19 +60,20 @@ fn bar(prefix: &str, label: &str, template: &str) -> ProgressBar {
 const TUNE_BAR: &str = "{prefix:>10} [{bar:30}] {pos}/{len} {msg}";
 
 impl Terminal {
-    fn with_bars(&self, f: impl FnOnce(&Bars)) {
-        if let Ok(bars) = self.bars.lock()
-            && let Some(bars) = bars.as_ref()
+    /// Takes away what is drawn (the flow's phase is over).
+    fn clear(&self) {
+        if let Ok(mut shown) = self.shown.lock()
+            && let Some(shown) = shown.take()
         {
-            f(bars);
+            shown.clear();
         }
     }
 }
 
 impl Progress for Terminal {
     fn shape_started(&self, shape: &str) {
-        if let Ok(mut bars) = self.bars.lock() {
-            *bars = Some(Bars {
+        if let Ok(mut shown) = self.shown.lock() {
+            *shown = Some(Shown::Tune {
                 compile: bar("compile", shape, TUNE_BAR),
                 bench: bar("benchmark", shape, TUNE_BAR),
             });
@@ -57,46 +81,45 @@ impl Progress for Terminal {
     }
 
     fn tune(&self, event: TuneProgress) {
-        self.with_bars(|b| match event {
-            TuneProgress::Compiling { total } => b.compile.set_length(total as u64),
-            TuneProgress::Compiled { done, .. } => b.compile.set_position(done as u64),
+        let Ok(shown) = self.shown.lock() else {
+            return;
+        };
+        let Some(Shown::Tune { compile, bench }) = shown.as_ref() else {
+            return;
+        };
+        match event {
+            TuneProgress::Compiling { total } => compile.set_length(total as u64),
+            TuneProgress::Compiled { done, .. } => compile.set_position(done as u64),
             TuneProgress::Benchmarking { total } => {
-                b.compile.finish();
-                b.bench.set_length(total as u64);
+                compile.finish();
+                bench.set_length(total as u64);
             }
-            TuneProgress::Benchmarked { done, .. } => b.bench.set_position(done as u64),
-            TuneProgress::WorkerLost { candidate, reason } => b.bench.suspend(|| {
+            TuneProgress::Benchmarked { done, .. } => bench.set_position(done as u64),
+            TuneProgress::WorkerLost { candidate, reason } => bench.suspend(|| {
                 eprintln!(
                     "warning: candidate {candidate} lost its worker: {}",
                     crate::output::escape(&reason)
                 );
             }),
-        });
-    }
-
-    fn shape_finished(&self) {
-        if let Ok(mut bars) = self.bars.lock()
-            && let Some(b) = bars.take()
-        {
-            b.compile.finish_and_clear();
-            b.bench.finish_and_clear();
         }
     }
 
+    fn shape_finished(&self) {
+        self.clear();
+    }
+
     fn calibration_step(&self, step: &CalibrationStep) {
-        let Ok(mut bars) = self.bars.lock() else {
+        let Ok(mut shown) = self.shown.lock() else {
             return;
         };
-        let spinner = &bars
-            .get_or_insert_with(|| {
-                let spinner = bar("", "", "{spinner} [{pos}/{len}] {msg} ({elapsed})");
-                spinner.enable_steady_tick(std::time::Duration::from_millis(200));
-                Bars {
-                    compile: spinner,
-                    bench: ProgressBar::hidden(),
-                }
-            })
-            .compile;
+        if !matches!(shown.as_ref(), Some(Shown::Calibration(_))) {
+            let spinner = bar("", "", "{spinner} [{pos}/{len}] {msg} ({elapsed})");
+            spinner.enable_steady_tick(std::time::Duration::from_millis(200));
+            *shown = Some(Shown::Calibration(spinner));
+        }
+        let Some(Shown::Calibration(spinner)) = shown.as_ref() else {
+            return;
+        };
         spinner.set_length(step.total as u64);
         spinner.set_position(step.index as u64);
         spinner.set_message(step.label.clone());
@@ -107,20 +130,15 @@ impl Progress for Terminal {
     }
 
     fn calibration_finished(&self) {
-        if let Ok(mut bars) = self.bars.lock()
-            && let Some(b) = bars.take()
-        {
-            b.compile.finish_and_clear();
-        }
+        self.clear();
     }
 
     fn warning(&self, message: &str) {
         // Warnings quote stored names and reasons.
         let print = || eprintln!("warning: {}", crate::output::escape(message));
-        // Over drawn bars the line would be overwritten: lift them while it is printed.
-        match self.bars.lock() {
-            Ok(bars) => match bars.as_ref() {
-                Some(b) => b.bench.suspend(|| b.compile.suspend(print)),
+        match self.shown.lock() {
+            Ok(shown) => match shown.as_ref() {
+                Some(shown) => shown.suspend(print),
                 None => print(),
             },
             Err(_) => print(),

@@ -1,7 +1,7 @@
 //! The hardware model as front ends ask for it: list, show, resolve the GPUs to plan for, and
 //! (with the `gpu` feature) detect and calibrate this machine's GPUs.
 
-use carver_arch::{Arch, CalibrationStore};
+use carver_arch::{Arch, CalibrationStore, HardwareDb};
 use carver_schema::{
     ArchDescription, ArchList, ArchReport, ArchSummary, CalibrateReport, DetectReport,
     SCHEMA_VERSION,
@@ -46,6 +46,7 @@ pub fn show(loc: &Locations, name: &str, progress: &dyn Progress) -> Result<Arch
         schema_version: SCHEMA_VERSION,
         arch: ArchDescription::from(&resolve_named(
             loc,
+            &loc.hardware_db()?,
             name,
             &mut Warnings(progress, Vec::new()),
         )?),
@@ -59,13 +60,14 @@ pub fn resolve(
     choices: &[ArchChoice],
     progress: &dyn Progress,
 ) -> Result<Vec<Arch>, FlowError> {
-    // One warning per bad file, however many GPUs it was read for.
+    // One warning per bad file, however many GPUs it was read for; the database read once.
     let mut warnings = Warnings(progress, Vec::new());
+    let db = loc.hardware_db()?;
     choices
         .iter()
         .map(|choice| match choice {
-            ArchChoice::Named(name) => resolve_named(loc, name, &mut warnings),
-            ArchChoice::Auto => detect_for_planning(loc, &mut warnings),
+            ArchChoice::Named(name) => resolve_named(loc, &db, name, &mut warnings),
+            ArchChoice::Auto => detect_for_planning(loc, &db, &mut warnings),
         })
         .collect()
 }
@@ -85,8 +87,12 @@ impl Warnings<'_> {
 }
 
 /// The database entry for `name`, with the newest good calibration of that GPU applied.
-fn resolve_named(loc: &Locations, name: &str, warnings: &mut Warnings) -> Result<Arch, FlowError> {
-    let db = loc.hardware_db()?;
+fn resolve_named(
+    loc: &Locations,
+    db: &HardwareDb,
+    name: &str,
+    warnings: &mut Warnings,
+) -> Result<Arch, FlowError> {
     let mut arch = db.get(name)?.clone();
     if let Some(dir) = loc.cache_dir_if_any() {
         let lookup = CalibrationStore::new(&dir).for_entry(&arch);
@@ -109,16 +115,23 @@ pub(crate) fn warn_ignored(progress: &dyn Progress, ignored: &[String]) {
 
 /// `auto`: the model of this machine's first GPU, queried live, with its calibration.
 #[cfg(feature = "gpu")]
-fn detect_for_planning(loc: &Locations, warnings: &mut Warnings) -> Result<Arch, FlowError> {
-    let db = loc.hardware_db()?;
+fn detect_for_planning(
+    loc: &Locations,
+    db: &HardwareDb,
+    warnings: &mut Warnings,
+) -> Result<Arch, FlowError> {
     let cache = loc.cache_dir_if_any();
-    let gpu = carver_gpu::detect(&db, 0, cache.as_deref())?;
+    let gpu = carver_gpu::detect(db, 0, cache.as_deref())?;
     warnings.ignored(&gpu.calibration_ignored);
     Ok(gpu.arch)
 }
 
 #[cfg(not(feature = "gpu"))]
-fn detect_for_planning(_loc: &Locations, _warnings: &mut Warnings) -> Result<Arch, FlowError> {
+fn detect_for_planning(
+    _loc: &Locations,
+    _db: &HardwareDb,
+    _warnings: &mut Warnings,
+) -> Result<Arch, FlowError> {
     Err(FlowError::NoGpuSupport {
         what: "--arch auto (live GPU detection)",
     })

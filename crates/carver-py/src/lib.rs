@@ -99,13 +99,7 @@ fn recommend<'py>(
         let d = Defaults::new(py);
         let shape = ShapeRow {
             line: 0,
-            parsed: Ok(ParsedShape {
-                name: None,
-                m: args::size(m, "M")?,
-                n: args::size(n, "N")?,
-                k: args::size(k, "K")?,
-                batch: args::size(batch.unwrap_or(&d.one), "batch")?,
-            }),
+            parsed: Ok(one_shape(m, n, k, batch.unwrap_or(&d.one))?),
         };
         let request = request(
             py,
@@ -129,6 +123,22 @@ fn recommend<'py>(
             },
             None => Err(error(py, Kind::Internal, "the flow answered no shape")),
         }
+    })
+}
+
+/// The shape of a one-shape call, each size checked as the CLI checks its flags.
+fn one_shape(
+    m: &Bound<'_, PyAny>,
+    n: &Bound<'_, PyAny>,
+    k: &Bound<'_, PyAny>,
+    batch: &Bound<'_, PyAny>,
+) -> PyResult<ParsedShape> {
+    Ok(ParsedShape {
+        name: None,
+        m: args::size(m, "M")?,
+        n: args::size(n, "N")?,
+        k: args::size(k, "K")?,
+        batch: args::size(batch, "batch")?,
     })
 }
 
@@ -228,13 +238,7 @@ fn price<'py>(
             .collect::<PyResult<Vec<_>>>()?;
         let request = PriceRequest {
             arch: args::arch(arch.unwrap_or(&d.arch))?,
-            shape: ParsedShape {
-                name: None,
-                m: args::size(m, "M")?,
-                n: args::size(n, "N")?,
-                k: args::size(k, "K")?,
-                batch: args::size(batch.unwrap_or(&d.one), "batch")?,
-            },
+            shape: one_shape(m, n, k, batch.unwrap_or(&d.one))?,
             dtype: kind.dtype,
             out_dtype: kind.out_dtype,
             acc_dtype: kind.acc_dtype,

@@ -77,36 +77,39 @@ pub fn recommend_hints(
 }
 
 /// Every legal configuration of the template's family for `arch`, ranked by predicted time
-/// (ties in the order [`policy::every_config`] walks the space): what an exhaustive tuning run
+/// (ties in the order [`family::space`] walks the space): what an exhaustive tuning run
 /// measures. Unlike [`recommend_hints`] there is no pruning and no diversity.
 pub fn rank_every_config(template: &MatmulTemplate, arch: &Arch) -> Result<Vec<Hint>, CarverError> {
     let problem = template.validate(arch)?;
     let family = template.family.rules();
-    let pricer = cost::Pricer::new(family, &problem, arch);
-    let mut all = policy::every_config(family, &problem, arch);
-    // Stable: equal predictions keep the walk's order.
-    all.sort_by(|a, b| a.time_us.total_cmp(&b.time_us));
-    let hints: Vec<Hint> = pricer
-        .iter()
-        .flat_map(|pricer| {
-            all.iter()
-                .filter_map(|c| Some((pricer.predict(&c.tile, c.res)?, c)))
-        })
-        .enumerate()
-        .map(|(i, (prediction, c))| Hint {
-            rank: i + 1,
-            config: family.native(&c.tile),
-            tile: c.tile,
-            prediction,
+    let no_legal = || CarverError::NoLegalConfig {
+        target: template.family.to_string(),
+        arch: arch.key().to_string(),
+    };
+    let pricer = cost::Pricer::new(family, &problem, arch).ok_or_else(no_legal)?;
+    // Each legal point priced once, with the full prediction the hints carry.
+    let mut priced: Vec<(TileConfig, Prediction)> = family::space(family, &problem, arch)
+        .into_iter()
+        .filter_map(|tile| {
+            let res = family::check_config(family, &tile, &problem, arch).ok()?;
+            Some((tile, pricer.predict(&tile, res)?))
         })
         .collect();
-    if hints.is_empty() {
-        return Err(CarverError::NoLegalConfig {
-            target: template.family.to_string(),
-            arch: arch.key().to_string(),
-        });
+    if priced.is_empty() {
+        return Err(no_legal());
     }
-    Ok(hints)
+    // Stable: equal predictions keep the walk's order.
+    priced.sort_by(|a, b| a.1.time_us.total_cmp(&b.1.time_us));
+    Ok(priced
+        .into_iter()
+        .enumerate()
+        .map(|(i, (tile, prediction))| Hint {
+            rank: i + 1,
+            config: family.native(&tile),
+            tile,
+            prediction,
+        })
+        .collect())
 }
 
 /// Prices one configuration given in the target's own parameter names (for checking a

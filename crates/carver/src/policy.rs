@@ -36,7 +36,7 @@ use std::collections::BinaryHeap;
 
 use crate::cost::{Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters};
 use crate::dtype::Layout;
-use crate::family::{FamilyRules, Resources, WarpLayout, check_config, check_fits, space};
+use crate::family::{FamilyRules, Resources, WarpLayout, check_fits};
 use crate::problem::Problem;
 pub use crate::rank::Candidate;
 use crate::rank::{PickBound, window_for};
@@ -130,23 +130,6 @@ pub fn candidates_for_topk(
         return pruned;
     }
     search.run(&bms, &bns, &bks, topk)
-}
-
-/// Every legal point of the family's whole [`space`] (no Roller pruning, no dominance), each
-/// with its predicted time, in the space's order. For measuring how far the model's top-k is
-/// from the best the family can do (`carver tune --exhaustive`).
-pub fn every_config(family: &dyn FamilyRules, p: &Problem, arch: &Arch) -> Vec<Candidate> {
-    let Some(pricer) = Pricer::new(family, p, arch) else {
-        return Vec::new();
-    };
-    space(family, p, arch)
-        .into_iter()
-        .filter_map(|tile| {
-            let res = check_config(family, &tile, p, arch).ok()?;
-            let time_us = pricer.predict(&tile, res)?.time_us;
-            Some(Candidate { tile, res, time_us })
-        })
-        .collect()
 }
 
 /// Best-bound-first search over one set of block sizes.

@@ -244,7 +244,7 @@ pub trait FamilyRules: Sync {
 /// Every point of `family`'s space for `p`, before any rule or limit is checked, in the order
 /// the axes are walked: block M, block N, warp layout, block K, stages, launch-order group,
 /// split-K, cluster, persistence. What `carver tune --exhaustive` sweeps (through
-/// `policy::every_config`); the policy walks the same axes with Roller's pruning.
+/// `rank_every_config`); the policy walks the same axes with Roller's pruning.
 pub fn space(family: &dyn FamilyRules, p: &Problem, arch: &Arch) -> Vec<TileConfig> {
     let [bms, bns, bks] = family.block_sizes(p, arch);
     let (lo, hi) = family.stage_range();
