@@ -222,18 +222,24 @@ def _tuner_class():
         """Triton's Autotuner, with carver choosing the configs to benchmark for each key.
 
         Everything else is Triton's: the key (the named arguments plus every tensor argument's
-        dtype), benchmarking with `do_bench`, `reset_to_zero` / `restore_value` and the hooks,
+        dtype), each config's launch as `_bench` builds it, `reset_to_zero` / `restore_value` and the hooks,
         the in-memory cache per key and, with `cache_results=True` (or
         TRITON_CACHE_AUTOTUNING=1), the on-disk cache: carver's configs for a shape are the same
         in every process, so the cache entry's key (which hashes the configs) matches."""
 
-        def __init__(self, fn, arg_names, key, sizes, names, topk, options, **tuner_args):
+        def __init__(self, fn, arg_names, key, sizes, names, topk, options, interleave=True,
+                     **tuner_args):
             self.carver_sizes = sizes
             self.carver_names = names
             self.carver_topk = topk
             self.carver_options = options
             # The configs benchmarked per (m, n, k, batch, dtype): what carver recommended.
             self.carver_configs = {}
+            # Timing in interleaved rounds (`_interleaved`) unless the user brought a `do_bench`.
+            self.carver_interleave = interleave and tuner_args.get("do_bench") is None
+            # The configs of the key being tuned, and their times once measured together.
+            self.carver_batch = []
+            self.carver_timed = {}
             # Triton benchmarks only when it holds more than one config, and passes what it
             # holds to `early_config_prune`, which returns carver's configs for the call's shape
             # instead. These two are never run.
@@ -253,7 +259,51 @@ def _tuner_class():
             return list(self.carver_configs[cache_key])
 
         def _carver_prune(self, configs, named_args, **kwargs):
-            return self.carver_configs_for(named_args, kwargs)
+            self.carver_batch = self.carver_configs_for(named_args, kwargs)
+            self.carver_timed = {}
+            return list(self.carver_batch)
+
+        def _bench(self, *args, config, **meta):
+            """Triton benchmarks a key's configs one `_bench` call at a time. The first call of
+            a key builds every config's launch through Triton's own `_bench` (hooks, argument
+            checks) with the timing swapped for a capture, times them all together in rounds,
+            and each call returns its config's time."""
+            if not self.carver_interleave:
+                return super()._bench(*args, config=config, **meta)
+            if config not in self.carver_timed:
+                batch = self.carver_batch if config in self.carver_batch else [config]
+                calls = []
+                for c in batch:
+                    launch = self._carver_capture(args, c, meta)
+                    if launch is None:  # a Triton whose `_bench` does not time through do_bench
+                        return super()._bench(*args, config=config, **meta)
+                    calls.append((c, launch))
+                from . import _interleaved
+
+                self.carver_timed = _interleaved.time_interleaved(
+                    calls, _interleaved.TritonDevice(), skip=_interleaved.failures())
+            return self.carver_timed.pop(config)
+
+        def _carver_capture(self, args, config, meta):
+            """The launch Triton's `_bench` would time for `config`, captured instead of timed:
+            `do_bench` is looked up on the instance, so an instance entry shadows it."""
+            captured = []
+
+            def capture(kernel_call, quantiles=None, **_):
+                captured.append(kernel_call)
+                return [0.0, 0.0, 0.0]
+
+            missing = object()
+            saved = self.__dict__.get("do_bench", missing)
+            self.__dict__["do_bench"] = capture
+            try:
+                super()._bench(*args, config=config, **meta)
+            finally:
+                if saved is missing:
+                    del self.__dict__["do_bench"]
+                else:
+                    self.__dict__["do_bench"] = saved
+            return captured[0] if captured else None
 
     # Named as users see it, not as a class local to this function.
     CarverAutotuner.__qualname__ = "CarverAutotuner"
@@ -276,7 +326,8 @@ def autotune(*, m="M", n="N", k="K", batch=None, block_m="BLOCK_SIZE_M", block_n
              block_k="BLOCK_SIZE_K", group_m="GROUP_SIZE_M", split_k="SPLIT_K", arch="auto",
              dtype="f16", dtype_arg=None, layout="rr", out_dtype=None, acc_dtype=None, topk=8,
              key=None, reset_to_zero=None, restore_value=None, pre_hook=None, post_hook=None,
-             do_bench=None, cache_results=False, hardware_db=None, cache_dir=None):
+             do_bench=None, cache_results=False, hardware_db=None, cache_dir=None,
+             interleave=True):
     """Autotunes a `@triton.jit` matmul-like kernel per key on carver's top-k for that key's
     shape, with Triton's own `Autotuner`:
 
@@ -290,6 +341,11 @@ def autotune(*, m="M", n="N", k="K", batch=None, block_m="BLOCK_SIZE_M", block_n
     type, or `dtype_arg` a tensor argument to read it from; `layout`, `topk` as in
     `carver.recommend`. `key` defaults to the size arguments and must contain them. The rest
     are Triton's `Autotuner` arguments, passed through.
+
+    A key's configs are timed together in interleaved rounds (median of round medians, L2
+    cleared before each launch), since carver's picks are often within a few percent of each
+    other and timing them one after another lets clock drift pick the winner;
+    `interleave=False`, or a `do_bench` of your own, gives Triton's sequential timing.
     """
     _check_topk(topk)
     names = _Names(block_m, block_n, block_k, group_m, split_k)
@@ -339,7 +395,8 @@ def autotune(*, m="M", n="N", k="K", batch=None, block_m="BLOCK_SIZE_M", block_n
             if "cache_results" not in inspect.signature(_tuner_class().__mro__[1].__init__).parameters:
                 raise InvalidInputError("cache_results=True needs Triton >= 3.2 (its on-disk autotuning cache)")
             tuner_args["cache_results"] = True
-        return _tuner_class()(fn, arg_names, tuning_key, sizes, names, topk, options, **tuner_args)
+        return _tuner_class()(fn, arg_names, tuning_key, sizes, names, topk, options,
+                              interleave=bool(interleave), **tuner_args)
 
     return decorator
 
