@@ -8,8 +8,8 @@ use carver::TopK;
 use carver::moe::{MoeDtype, MoeTemplate, Routing};
 use carver_flows::archs::ArchChoice;
 use carver_flows::moe::{
-    MoeFileFormat, MoeRequest, file_text, moe, parse_block_shape, read_hf_config,
-    read_routing, write_files,
+    MoeFileFormat, MoeRequest, file_text, moe, parse_block_shape, read_hf_config, read_routing,
+    write_files,
 };
 use clap::{Args, ValueEnum};
 
@@ -85,9 +85,18 @@ fn parse_dtype(s: &str) -> Result<MoeDtype, String> {
 pub fn run(args: MoeArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
     let hf = args.from_hf.as_deref().map(read_hf_config).transpose()?;
     let from_hf = |what: &str| anyhow::anyhow!("--{what} is required without --from-hf");
-    let experts = args.experts.or(hf.map(|h| h.experts)).ok_or_else(|| from_hf("experts"))?;
-    let topk = args.topk.or(hf.map(|h| h.topk)).ok_or_else(|| from_hf("topk"))?;
-    let hidden = args.hidden.or(hf.map(|h| h.hidden)).ok_or_else(|| from_hf("hidden"))?;
+    let experts = args
+        .experts
+        .or(hf.map(|h| h.experts))
+        .ok_or_else(|| from_hf("experts"))?;
+    let topk = args
+        .topk
+        .or(hf.map(|h| h.topk))
+        .ok_or_else(|| from_hf("topk"))?;
+    let hidden = args
+        .hidden
+        .or(hf.map(|h| h.hidden))
+        .ok_or_else(|| from_hf("hidden"))?;
     let intermediate = args
         .intermediate
         .or(hf.map(|h| h.intermediate))

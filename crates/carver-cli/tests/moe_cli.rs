@@ -7,18 +7,33 @@ fn carver() -> Command {
     let mut cmd = Command::cargo_bin("carver").unwrap();
     cmd.arg("--cache-dir")
         .arg(std::env::temp_dir().join("carver-moe-cli-tests"));
-    cmd.env_remove("CARVER_HARDWARE_DB").env_remove("CARVER_CACHE_DIR");
+    cmd.env_remove("CARVER_HARDWARE_DB")
+        .env_remove("CARVER_CACHE_DIR");
     cmd
 }
 
 const MIXTRAL_TP2: [&str; 12] = [
-    "moe", "--arch", "h100", "--experts", "8", "--topk", "2", "--hidden", "4096",
-    "--intermediate", "14336", "--tp",
+    "moe",
+    "--arch",
+    "h100",
+    "--experts",
+    "8",
+    "--topk",
+    "2",
+    "--hidden",
+    "4096",
+    "--intermediate",
+    "14336",
+    "--tp",
 ];
 
 fn stdout(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -27,7 +42,10 @@ fn the_vllm_file_of_mixtral_tp2_on_h100() {
     let text = stdout(carver().args(MIXTRAL_TP2).arg("2"));
     let file: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).unwrap();
     let keys: Vec<&str> = file.keys().map(String::as_str).collect();
-    let mut want: Vec<String> = carver::moe::BATCH_SIZES.iter().map(u64::to_string).collect();
+    let mut want: Vec<String> = carver::moe::BATCH_SIZES
+        .iter()
+        .map(u64::to_string)
+        .collect();
     want.sort();
     let mut got: Vec<String> = keys.iter().map(|s| s.to_string()).collect();
     got.sort();
@@ -37,11 +55,15 @@ fn the_vllm_file_of_mixtral_tp2_on_h100() {
 
 #[test]
 fn the_json_document_of_mixtral_tp2_on_h100() {
-    let text = stdout(
-        carver()
-            .args(MIXTRAL_TP2)
-            .args(["2", "--format", "json", "--batch-sizes", "1,64,4096", "--candidates", "2"]),
-    );
+    let text = stdout(carver().args(MIXTRAL_TP2).args([
+        "2",
+        "--format",
+        "json",
+        "--batch-sizes",
+        "1,64,4096",
+        "--candidates",
+        "2",
+    ]));
     let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         doc["file_name"],
@@ -56,7 +78,14 @@ fn several_gpus_write_one_file_each() {
     let dir = tempfile::tempdir().unwrap();
     carver()
         .args(MIXTRAL_TP2)
-        .args(["2", "--arch", "h100,h200", "--batch-sizes", "1,2", "--output"])
+        .args([
+            "2",
+            "--arch",
+            "h100,h200",
+            "--batch-sizes",
+            "1,2",
+            "--output",
+        ])
         .arg(dir.path())
         .assert()
         .success();
@@ -81,12 +110,27 @@ fn a_hugging_face_config_gives_the_layer() {
     )
     .unwrap();
     carver()
-        .args(["moe", "--batch-sizes", "1", "--format", "json", "--candidates", "1", "--from-hf"])
+        .args([
+            "moe",
+            "--batch-sizes",
+            "1",
+            "--format",
+            "json",
+            "--candidates",
+            "1",
+            "--from-hf",
+        ])
         .arg(&path)
         .assert()
         .success()
-        .stdout(predicate::str::contains("E=256,N=2048,device_name=NVIDIA_H100_80GB_HBM3.json"));
-    std::fs::write(&path, r#"{"hidden_size": 4096, "intermediate_size": 11008}"#).unwrap();
+        .stdout(predicate::str::contains(
+            "E=256,N=2048,device_name=NVIDIA_H100_80GB_HBM3.json",
+        ));
+    std::fs::write(
+        &path,
+        r#"{"hidden_size": 4096, "intermediate_size": 11008}"#,
+    )
+    .unwrap();
     carver()
         .args(["moe", "--from-hf"])
         .arg(&path)
@@ -98,27 +142,131 @@ fn a_hugging_face_config_gives_the_layer() {
 #[test]
 fn bad_input_names_the_field_and_fails() {
     let cases: [(&[&str], &str); 7] = [
-        (&["--experts", "8", "--topk", "9", "--hidden", "4096", "--intermediate", "14336"], "topk"),
-        (&["--experts", "0", "--topk", "1", "--hidden", "4096", "--intermediate", "14336"], "--experts"),
-        (&["--experts", "8", "--topk", "2", "--hidden", "4096", "--intermediate", "14336", "--tp", "3"], "intermediate"),
-        (&["--experts", "8", "--topk", "2", "--hidden", "4096", "--intermediate", "14336", "--dtype", "int4"], "dtype"),
-        (&["--experts", "8", "--topk", "2", "--hidden", "4096", "--intermediate", "14336", "--dtype", "fp8_w8a8", "--block-shape", "64,64"], "block_shape"),
-        (&["--experts", "8", "--topk", "2", "--hidden", "4096", "--intermediate", "14336", "--arch", "h999"], "h999"),
-        (&["--experts", "8", "--topk", "2", "--hidden", "4096", "--intermediate", "14336", "--batch-sizes", "1,1"], "batch_sizes"),
+        (
+            &[
+                "--experts",
+                "8",
+                "--topk",
+                "9",
+                "--hidden",
+                "4096",
+                "--intermediate",
+                "14336",
+            ],
+            "topk",
+        ),
+        (
+            &[
+                "--experts",
+                "0",
+                "--topk",
+                "1",
+                "--hidden",
+                "4096",
+                "--intermediate",
+                "14336",
+            ],
+            "--experts",
+        ),
+        (
+            &[
+                "--experts",
+                "8",
+                "--topk",
+                "2",
+                "--hidden",
+                "4096",
+                "--intermediate",
+                "14336",
+                "--tp",
+                "3",
+            ],
+            "intermediate",
+        ),
+        (
+            &[
+                "--experts",
+                "8",
+                "--topk",
+                "2",
+                "--hidden",
+                "4096",
+                "--intermediate",
+                "14336",
+                "--dtype",
+                "int4",
+            ],
+            "dtype",
+        ),
+        (
+            &[
+                "--experts",
+                "8",
+                "--topk",
+                "2",
+                "--hidden",
+                "4096",
+                "--intermediate",
+                "14336",
+                "--dtype",
+                "fp8_w8a8",
+                "--block-shape",
+                "64,64",
+            ],
+            "block_shape",
+        ),
+        (
+            &[
+                "--experts",
+                "8",
+                "--topk",
+                "2",
+                "--hidden",
+                "4096",
+                "--intermediate",
+                "14336",
+                "--arch",
+                "h999",
+            ],
+            "h999",
+        ),
+        (
+            &[
+                "--experts",
+                "8",
+                "--topk",
+                "2",
+                "--hidden",
+                "4096",
+                "--intermediate",
+                "14336",
+                "--batch-sizes",
+                "1,1",
+            ],
+            "batch_sizes",
+        ),
     ];
     for (args, field) in cases {
-        carver()
-            .arg("moe")
-            .args(args)
-            .assert()
-            .failure()
-            .stderr(predicate::str::contains(field).and(predicate::str::contains("panicked").not()));
+        carver().arg("moe").args(args).assert().failure().stderr(
+            predicate::str::contains(field).and(predicate::str::contains("panicked").not()),
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let hist = dir.path().join("routing.json");
     std::fs::write(&hist, "[1, 2, \"x\"]").unwrap();
     carver()
-        .args(["moe", "--experts", "3", "--topk", "1", "--hidden", "4096", "--intermediate", "1024", "--routing"])
+        .args([
+            "moe",
+            "--experts",
+            "3",
+            "--topk",
+            "1",
+            "--hidden",
+            "4096",
+            "--intermediate",
+            "1024",
+            "--routing",
+        ])
         .arg(&hist)
         .assert()
         .failure()

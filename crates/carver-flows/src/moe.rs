@@ -45,7 +45,8 @@ pub fn moe(
     archs
         .iter()
         .map(|arch| {
-            let file = recommend_moe_file(t, arch, request.batch_sizes.as_deref(), request.candidates)?;
+            let file =
+                recommend_moe_file(t, arch, request.batch_sizes.as_deref(), request.candidates)?;
             Ok(MoeOutput {
                 schema_version: SCHEMA_VERSION,
                 carver_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -119,7 +120,10 @@ pub fn read_hf_config(path: &Path) -> Result<HfMoeFields, FlowError> {
                 None | Some(serde_json::Value::Null) => continue,
                 Some(x) => {
                     return x.as_u64().filter(|&n| n > 0).map(Some).ok_or_else(|| {
-                        moe_input(path, format!("`{k}` is {x}; it must be a whole number of at least 1"))
+                        moe_input(
+                            path,
+                            format!("`{k}` is {x}; it must be a whole number of at least 1"),
+                        )
                     });
                 }
             }
@@ -143,7 +147,10 @@ pub fn read_hf_config(path: &Path) -> Result<HfMoeFields, FlowError> {
         u32::try_from(n).map_err(|_| moe_input(path, format!("`{what}` = {n} is too large")))
     };
     Ok(HfMoeFields {
-        experts: small(need(&["num_local_experts", "num_experts", "n_routed_experts"])?, "experts")?,
+        experts: small(
+            need(&["num_local_experts", "num_experts", "n_routed_experts"])?,
+            "experts",
+        )?,
         topk: small(need(&["num_experts_per_tok"])?, "num_experts_per_tok")?,
         hidden: need(&["hidden_size"])?,
         intermediate: need(&["moe_intermediate_size", "intermediate_size"])?,
@@ -169,7 +176,12 @@ pub fn read_routing(path: &Path) -> Result<Routing, FlowError> {
         .map(|(i, x)| {
             x.as_f64()
                 .filter(|w| w.is_finite() && *w >= 0.0)
-                .ok_or_else(|| moe_input(path, format!("entry {i} is {x}; each must be a finite number >= 0")))
+                .ok_or_else(|| {
+                    moe_input(
+                        path,
+                        format!("entry {i} is {x}; each must be a finite number >= 0"),
+                    )
+                })
         })
         .collect::<Result<Vec<f64>, _>>()?;
     Ok(Routing::Histogram(weights))
@@ -179,7 +191,9 @@ pub fn read_routing(path: &Path) -> Result<Routing, FlowError> {
 pub fn parse_block_shape(text: &str) -> Result<[u32; 2], String> {
     let inner = text.trim().trim_start_matches('[').trim_end_matches(']');
     let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
-    let bad = || format!("block shape `{text}`: give two whole numbers, block_n,block_k (accepted: 128,128)");
+    let bad = || {
+        format!("block shape `{text}`: give two whole numbers, block_n,block_k (accepted: 128,128)")
+    };
     match parts.as_slice() {
         [n, k] => Ok([n.parse().map_err(|_| bad())?, k.parse().map_err(|_| bad())?]),
         _ => Err(bad()),
@@ -217,7 +231,9 @@ pub enum MoeFileFormat {
 /// end prints without an output directory).
 pub fn file_text(doc: &MoeOutput, format: MoeFileFormat) -> String {
     let text = match format {
-        MoeFileFormat::Vllm | MoeFileFormat::Sglang => serde_json::to_string_pretty(&doc.config_file()),
+        MoeFileFormat::Vllm | MoeFileFormat::Sglang => {
+            serde_json::to_string_pretty(&doc.config_file())
+        }
         MoeFileFormat::Json => serde_json::to_string_pretty(doc),
     };
     // Serializing plain numbers and strings cannot fail.
@@ -230,7 +246,10 @@ pub fn file_name(doc: &MoeOutput, format: MoeFileFormat) -> String {
         MoeFileFormat::Vllm => doc.file_name.clone(),
         MoeFileFormat::Sglang => doc.sglang_file_name.clone(),
         MoeFileFormat::Json => {
-            let stem = doc.file_name.strip_suffix(".json").unwrap_or(&doc.file_name);
+            let stem = doc
+                .file_name
+                .strip_suffix(".json")
+                .unwrap_or(&doc.file_name);
             format!("{stem}.carver.json")
         }
     }

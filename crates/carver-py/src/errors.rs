@@ -172,9 +172,7 @@ pub fn kind_of(e: &FlowError) -> Kind {
         FlowError::Model(_)
         | FlowError::ConfigNotJson(_)
         | FlowError::BadSelector(_)
-        | FlowError::MoeInput { .. } => {
-            Kind::InvalidInput
-        }
+        | FlowError::MoeInput { .. } => Kind::InvalidInput,
         FlowError::Gpu(_) | FlowError::NoGpuSupport { .. } | FlowError::NotHopper { .. } => {
             Kind::Gpu
         }

@@ -49,7 +49,14 @@ impl MoeHint {
         let c = &self.0.config;
         format!(
             "MoeHint(rank={}, BLOCK_SIZE_M={}, BLOCK_SIZE_N={}, BLOCK_SIZE_K={}, GROUP_SIZE_M={}, num_warps={}, num_stages={}, predicted_us={:.1})",
-            self.0.rank, c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.GROUP_SIZE_M, c.num_warps, c.num_stages, self.0.predicted_us
+            self.0.rank,
+            c.BLOCK_SIZE_M,
+            c.BLOCK_SIZE_N,
+            c.BLOCK_SIZE_K,
+            c.GROUP_SIZE_M,
+            c.num_warps,
+            c.num_stages,
+            self.0.predicted_us
         )
     }
 }
@@ -114,13 +121,23 @@ impl MoeRecommendation {
         document_to_py(py, &self.0.config_file())
     }
     fn __repr__(&self) -> String {
-        format!("MoeRecommendation(file_name={:?}, batches={})", self.0.file_name, self.0.batches.len())
+        format!(
+            "MoeRecommendation(file_name={:?}, batches={})",
+            self.0.file_name,
+            self.0.batches.len()
+        )
     }
 }
 
 fn count(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u32> {
     let v = args::size(obj, what)?;
-    u32::try_from(v).map_err(|_| error(obj.py(), Kind::InvalidInput, format!("{what} = {v} is too large")))
+    u32::try_from(v).map_err(|_| {
+        error(
+            obj.py(),
+            Kind::InvalidInput,
+            format!("{what} = {v} is too large"),
+        )
+    })
 }
 
 /// The fused-MoE kernel's ranked configurations for every batch size of a layer on one GPU.
@@ -160,11 +177,18 @@ pub fn recommend_moe(
             }
             Some(b) => {
                 let v: Vec<u32> = b.extract().map_err(|_| {
-                    invalid("block_shape: give two integers, [block_n, block_k] (accepted: [128, 128])".into())
+                    invalid(
+                        "block_shape: give two integers, [block_n, block_k] (accepted: [128, 128])"
+                            .into(),
+                    )
                 })?;
                 match v.as_slice() {
                     [n, k] => Some([*n, *k]),
-                    _ => return Err(invalid(format!("block_shape {v:?}: give two integers (accepted: [128, 128])"))),
+                    _ => {
+                        return Err(invalid(format!(
+                            "block_shape {v:?}: give two integers (accepted: [128, 128])"
+                        )));
+                    }
                 }
             }
         };
@@ -183,7 +207,11 @@ pub fn recommend_moe(
         .with_block_shape(block_shape)
         .with_routing(routing.map_or(Routing::Uniform, Routing::Histogram));
         let batch_sizes = batch_sizes
-            .map(|list| list.iter().map(|b| args::size(b, "batch size")).collect::<PyResult<Vec<u64>>>())
+            .map(|list| {
+                list.iter()
+                    .map(|b| args::size(b, "batch size"))
+                    .collect::<PyResult<Vec<u64>>>()
+            })
             .transpose()?;
         let arch = match arch {
             Some(a) => args::arch(a)?,

@@ -17,7 +17,10 @@ fn file_names_are_the_engines_own() {
     let db = db();
     let h100 = db.get("h100").unwrap();
     let h200 = db.get("h200").unwrap();
-    let mixtral = MoeTemplate::new(8, 2, 4096, 14336).with_tp(2).validate(h100).unwrap();
+    let mixtral = MoeTemplate::new(8, 2, 4096, 14336)
+        .with_tp(2)
+        .validate(h100)
+        .unwrap();
     assert_eq!(
         config_file_name(&mixtral, h100, Engine::Vllm),
         "E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json"
@@ -70,7 +73,11 @@ fn block_quantized_fp8_keeps_vllms_filter() {
         .unwrap();
     let legal = legal_space(&p, h100);
     assert!(!legal.is_empty());
-    assert!(legal.iter().all(|c| c.block_k % 128 == 0 && c.block_n % 128 == 0));
+    assert!(
+        legal
+            .iter()
+            .all(|c| c.block_k % 128 == 0 && c.block_n % 128 == 0)
+    );
 }
 
 #[test]
@@ -91,8 +98,14 @@ fn bad_layers_name_their_field() {
     let cases = [
         (MoeTemplate::new(8, 9, 4096, 14336), "topk"),
         (MoeTemplate::new(0, 1, 4096, 14336), "experts"),
-        (MoeTemplate::new(8, 2, 4096, 14336).with_tp(3), "intermediate"),
-        (MoeTemplate::new(8, 2, 4096, 14336).with_block_shape(Some([128, 128])), "block_shape"),
+        (
+            MoeTemplate::new(8, 2, 4096, 14336).with_tp(3),
+            "intermediate",
+        ),
+        (
+            MoeTemplate::new(8, 2, 4096, 14336).with_block_shape(Some([128, 128])),
+            "block_shape",
+        ),
         (
             MoeTemplate::new(8, 2, 4096, 14336)
                 .with_dtype(MoeDtype::Fp8W8a8)
@@ -100,7 +113,8 @@ fn bad_layers_name_their_field() {
             "block_shape",
         ),
         (
-            MoeTemplate::new(2, 1, 4096, 14336).with_routing(Routing::Histogram(vec![1.0, f64::NAN])),
+            MoeTemplate::new(2, 1, 4096, 14336)
+                .with_routing(Routing::Histogram(vec![1.0, f64::NAN])),
             "routing",
         ),
         (
@@ -112,7 +126,13 @@ fn bad_layers_name_their_field() {
         let err = t.validate(h100).unwrap_err().to_string();
         assert!(err.contains(field), "{err}");
     }
-    assert!("int4".parse::<MoeDtype>().unwrap_err().to_string().contains("dtype"));
+    assert!(
+        "int4"
+            .parse::<MoeDtype>()
+            .unwrap_err()
+            .to_string()
+            .contains("dtype")
+    );
 }
 
 proptest! {

@@ -125,10 +125,14 @@ pub fn check_batch_sizes(sizes: &[u64], topk: u32) -> Result<(), CarverError> {
     let max = MAX_DIM / u64::from(topk.max(1));
     for (i, &m) in sizes.iter().enumerate() {
         if m == 0 || m > max {
-            return Err(bad(format!("{m} is out of range; accepted: 1 to {max} tokens")));
+            return Err(bad(format!(
+                "{m} is out of range; accepted: 1 to {max} tokens"
+            )));
         }
         if sizes[..i].contains(&m) {
-            return Err(bad(format!("{m} appears twice; each batch size is one key of the file")));
+            return Err(bad(format!(
+                "{m} appears twice; each batch size is one key of the file"
+            )));
         }
     }
     Ok(())
@@ -184,10 +188,11 @@ fn rank_batch(
         .take(topk.get())
         .enumerate()
         .map(|(rank, (_, c))| {
-            let i = BLOCK_M.iter().position(|&bm| bm == c.block_m).ok_or_else(no_legal)?;
-            let [gate_up, down] = gemms[i]
-                .each_ref()
-                .map(|g| predict_gemm(&c, g, p, arch));
+            let i = BLOCK_M
+                .iter()
+                .position(|&bm| bm == c.block_m)
+                .ok_or_else(no_legal)?;
+            let [gate_up, down] = gemms[i].each_ref().map(|g| predict_gemm(&c, g, p, arch));
             let (gate_up, down) = gate_up.zip(down).ok_or_else(no_legal)?;
             Ok(MoeHint {
                 rank: rank + 1,

@@ -159,7 +159,10 @@ mod tests {
                 c /= subsets.len();
             }
             active += counts.iter().filter(|&&c| c > 0).count() as f64;
-            blocks += counts.iter().map(|&c| c.div_ceil(u64::from(bm)) as f64).sum::<f64>();
+            blocks += counts
+                .iter()
+                .map(|&c| c.div_ceil(u64::from(bm)) as f64)
+                .sum::<f64>();
             cases += 1.0;
         }
         (active / cases, blocks / cases)
@@ -170,7 +173,10 @@ mod tests {
         for (e, topk, m, bm) in [(4, 2, 3, 2), (5, 2, 4, 3), (4, 1, 5, 2), (6, 3, 3, 16)] {
             let (active, blocks) = brute_force(e, topk, m, bm);
             let got = RoutingModel::uniform(e, topk).occupancy(u64::from(m), &[bm])[0];
-            assert!((got.active_experts - active).abs() < 1e-9, "{got:?} {active}");
+            assert!(
+                (got.active_experts - active).abs() < 1e-9,
+                "{got:?} {active}"
+            );
             assert!((got.row_blocks - blocks).abs() < 1e-9, "{got:?} {blocks}");
         }
     }

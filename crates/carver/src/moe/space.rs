@@ -6,10 +6,10 @@ use carver_arch::Arch;
 use serde::{Deserialize, Serialize};
 
 use super::template::MoeProblem;
-use crate::family::{ConfigError, Family, TritonRules, FamilyRules, compute_layout};
+use crate::family::Resources;
+use crate::family::{ConfigError, Family, FamilyRules, TritonRules, compute_layout};
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
-use crate::family::Resources;
 
 /// vLLM's tuner's axes (benchmark_moe.py, `get_configs_compute_bound`, non-ROCm).
 pub const BLOCK_M: [u32; 5] = [16, 32, 64, 128, 256];
@@ -98,21 +98,33 @@ pub fn check_moe_config(c: &MoeConfig, p: &MoeProblem, arch: &Arch) -> Result<()
             allowed: arch.sm.max_threads_per_block,
         });
     }
-    tile_of(c, &p.gate_up, p, arch)
-        .ok_or_else(|| ConfigError::rule(Family::Triton, "no tensor instruction of this GPU runs this dtype"))?;
+    tile_of(c, &p.gate_up, p, arch).ok_or_else(|| {
+        ConfigError::rule(
+            Family::Triton,
+            "no tensor instruction of this GPU runs this dtype",
+        )
+    })?;
     Ok(())
 }
 
 /// The configuration in the dense model's terms, for `gemm` (its warp layout follows Triton's:
 /// wgmma warpgroups when a warpgroup can own 64 rows, else mma.sync).
-pub(crate) fn tile_of(c: &MoeConfig, gemm: &Problem, p: &MoeProblem, arch: &Arch) -> Option<TileConfig> {
+pub(crate) fn tile_of(
+    c: &MoeConfig,
+    gemm: &Problem,
+    p: &MoeProblem,
+    arch: &Arch,
+) -> Option<TileConfig> {
     let wgmma_ok = c.block_m >= 64 && c.num_warps % 4 == 0;
     let layout = compute_layout(c.block_m, c.block_n, c.num_warps, wgmma_ok, gemm, arch)
         // A tile too small for the warps: Triton still runs it, the extra warps share the work.
         .or_else(|| compute_layout(c.block_m, c.block_n, c.num_warps, false, gemm, arch))
         .or_else(|| {
             let l = compute_layout(c.block_m, c.block_n, 4, false, gemm, arch)?;
-            Some(crate::family::WarpLayout { warps_m: l.warps_m * (c.num_warps / 4), ..l })
+            Some(crate::family::WarpLayout {
+                warps_m: l.warps_m * (c.num_warps / 4),
+                ..l
+            })
         })?;
     Some(TileConfig {
         block_m: c.block_m,
@@ -136,7 +148,13 @@ pub(crate) fn tile_of(c: &MoeConfig, gemm: &Problem, p: &MoeProblem, arch: &Arch
 
 /// What one block of `tile` holds: the pipeline's shared memory, and Triton's register estimate
 /// capped at the GPU's limit (Triton spills rather than refusing to compile).
-pub(crate) fn resources_of(c: &MoeConfig, tile: &TileConfig, gemm: &Problem, p: &MoeProblem, arch: &Arch) -> Resources {
+pub(crate) fn resources_of(
+    c: &MoeConfig,
+    tile: &TileConfig,
+    gemm: &Problem,
+    p: &MoeProblem,
+    arch: &Arch,
+) -> Resources {
     let regs = TritonRules.resources(tile, gemm).registers_per_thread;
     let per_block_cap = arch.registers.per_block / tile.threads().max(1);
     Resources {

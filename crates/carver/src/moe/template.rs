@@ -254,14 +254,21 @@ impl MoeTemplate {
                         ),
                     ));
                 }
-                if let Some((i, x)) = w.iter().enumerate().find(|(_, x)| !x.is_finite() || **x < 0.0) {
+                if let Some((i, x)) = w
+                    .iter()
+                    .enumerate()
+                    .find(|(_, x)| !x.is_finite() || **x < 0.0)
+                {
                     return Err(invalid(
                         "routing",
                         format!("entry {i} is {x}; every entry must be a finite number >= 0"),
                     ));
                 }
                 if !w.iter().any(|&x| x > 0.0) {
-                    return Err(invalid("routing", "every entry is 0; at least one expert must get tokens"));
+                    return Err(invalid(
+                        "routing",
+                        "every entry is 0; at least one expert must get tokens",
+                    ));
                 }
                 RoutingModel::histogram(w, self.topk)
             }
