@@ -36,3 +36,18 @@ fn top8_per_shape(bencher: divan::Bencher, target: Family) {
         recommend_hints(divan::black_box(t), &arch, TopK::DEFAULT)
     });
 }
+
+/// A whole fused-MoE config file (18 batch sizes, top-8 each) for Mixtral-8x7B TP2 and
+/// DeepSeek-V3 (256 experts, top-8) on the H100.
+#[divan::bench(args = ["mixtral-tp2", "deepseek-v3"], sample_count = 20)]
+fn moe_whole_file(bencher: divan::Bencher, model: &str) {
+    use carver::moe::{MoeTemplate, recommend_moe_file};
+    let arch = h100();
+    let template = match model {
+        "mixtral-tp2" => MoeTemplate::new(8, 2, 4096, 14336).with_tp(2),
+        _ => MoeTemplate::new(256, 8, 7168, 2048),
+    };
+    bencher.bench_local(|| {
+        recommend_moe_file(divan::black_box(&template), &arch, None, TopK::DEFAULT).unwrap()
+    });
+}

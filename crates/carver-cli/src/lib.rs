@@ -7,6 +7,7 @@
 mod arch;
 mod cache;
 mod completions;
+mod moe;
 mod output;
 mod progress;
 mod recommend;
@@ -64,6 +65,8 @@ enum Command {
     Arch(arch::ArchCommand),
     /// Rank kernel configurations for a matmul with the cost model (no GPU needed).
     Recommend(recommend::RecommendArgs),
+    /// Write the fused-MoE Triton kernel's config file (vLLM, SGLang) for an MoE layer.
+    Moe(moe::MoeArgs),
     /// Compile, verify and time the top candidates on this machine's GPU; cache the winner.
     Tune(tune::TuneArgs),
     /// Time one configuration (or the cached winner) against cuBLAS.
@@ -222,6 +225,7 @@ where
     let result = match cli.command {
         Command::Arch(cmd) => arch::run(cmd, &globals),
         Command::Recommend(args) => recommend::run(args, &globals),
+        Command::Moe(args) => moe::run(args, &globals),
         Command::Tune(args) => tune::run_tune(args, &globals),
         Command::Bench(args) => tune::run_bench(args, &globals),
         Command::Cache(cmd) => cache::run(cmd, &globals),

@@ -70,6 +70,10 @@ pub enum FlowError {
     #[error("cannot write the export to {}: {reason}", path.display())]
     ExportTarget { path: PathBuf, reason: String },
 
+    /// A Hugging Face config or routing histogram that cannot be used for an MoE layer.
+    #[error("{file}: {reason}")]
+    MoeInput { file: String, reason: String },
+
     /// A configuration given on the command line or by a caller that is not JSON.
     #[error("the configuration is not JSON: {0}")]
     ConfigNotJson(String),

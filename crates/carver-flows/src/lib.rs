@@ -4,6 +4,7 @@
 //! renders the answer. Long flows report through [`Progress`], so each front end draws its own.
 //!
 //! - [`recommend::recommend`]: rank configurations for many shapes on several GPUs.
+//! - [`moe::moe`]: the fused-MoE kernel's config file for a layer on several GPUs.
 //! - [`price::price`]: the model's verdict on configurations the caller already has.
 //! - [`archs`]: list and show the hardware database, resolve the GPUs to plan for; with the
 //!   `gpu` feature, [`archs::detect`] and [`archs::calibrate`].
@@ -33,6 +34,7 @@ mod error;
 mod files;
 mod locations;
 mod measured;
+pub mod moe;
 pub mod plausible;
 pub mod price;
 pub mod progress;

@@ -169,9 +169,10 @@ pub fn error(py: Python<'_>, kind: Kind, message: impl Into<String>) -> PyErr {
 pub fn kind_of(e: &FlowError) -> Kind {
     match e {
         FlowError::Arch(e) => arch_kind(e),
-        FlowError::Model(_) | FlowError::ConfigNotJson(_) | FlowError::BadSelector(_) => {
-            Kind::InvalidInput
-        }
+        FlowError::Model(_)
+        | FlowError::ConfigNotJson(_)
+        | FlowError::BadSelector(_)
+        | FlowError::MoeInput { .. } => Kind::InvalidInput,
         FlowError::Gpu(_) | FlowError::NoGpuSupport { .. } | FlowError::NotHopper { .. } => {
             Kind::Gpu
         }

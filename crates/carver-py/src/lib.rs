@@ -6,6 +6,7 @@
 
 mod args;
 mod errors;
+mod moe;
 mod objects;
 mod values;
 
@@ -29,7 +30,7 @@ use crate::values::{document_to_py, from_py};
 
 /// Runs a flow detached from the interpreter; its error becomes the matching exception and its
 /// warnings `CarverWarning`s.
-fn run_flow<T: Send>(
+pub(crate) fn run_flow<T: Send>(
     py: Python<'_>,
     flow: impl FnOnce(&Warnings) -> Result<T, FlowError> + Send,
 ) -> PyResult<T> {
@@ -408,6 +409,8 @@ fn _carver(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(recommend, m)?)?;
     m.add_function(wrap_pyfunction!(recommend_many, m)?)?;
     m.add_function(wrap_pyfunction!(price, m)?)?;
+    m.add_function(wrap_pyfunction!(moe::recommend_moe, m)?)?;
+    m.add_function(wrap_pyfunction!(moe::moe_from_hf, m)?)?;
     m.add_function(wrap_pyfunction!(arch_list, m)?)?;
     m.add_function(wrap_pyfunction!(arch, m)?)?;
     m.add_function(wrap_pyfunction!(detect, m)?)?;
@@ -422,6 +425,9 @@ fn _carver(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ShapeResult>()?;
     m.add_class::<Recommendations>()?;
     m.add_class::<PricedConfig>()?;
+    m.add_class::<moe::MoeRecommendation>()?;
+    m.add_class::<moe::MoeBatch>()?;
+    m.add_class::<moe::MoeHint>()?;
     let c = errors::classes(py)?;
     m.add("CarverError", c.carver.bind(py))?;
     m.add("InvalidInputError", c.invalid_input.bind(py))?;

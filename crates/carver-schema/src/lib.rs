@@ -24,6 +24,7 @@
 //! | `carver arch show` | [`ArchReport`] |
 //! | `carver arch detect` | [`DetectReport`] |
 //! | `carver arch calibrate` | [`CalibrateReport`] |
+//! | `carver moe` | [`MoeOutput`]; the engines' config file [`MoeConfigFile`] |
 //! | `carver tune` | [`TuneReport`] |
 //! | `carver bench` | [`BenchReport`] |
 //! | `carver cache list` / `show` / `import` / `clear` / `remove` / `recover` | [`CacheList`], [`CacheShow`], [`CacheImport`], [`CacheClear`], [`CacheClear`], [`CacheRecover`] |
@@ -36,6 +37,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 mod arch;
 mod cache;
 mod device;
+mod moe;
 mod prediction;
 mod recommend;
 mod tile;
@@ -44,6 +46,7 @@ mod tune;
 pub use arch::*;
 pub use cache::*;
 pub use device::*;
+pub use moe::*;
 pub use prediction::*;
 pub use recommend::*;
 pub use tile::*;

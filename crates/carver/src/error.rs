@@ -5,6 +5,10 @@ use crate::family::{ConfigError, ProblemRejected, UnknownFamily};
 /// Why a recommendation could not be made.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum CarverError {
+    /// A field of a fused-MoE layer (`MoeTemplate`) that cannot be used.
+    #[error("invalid MoE layer: {field} {reason}")]
+    InvalidMoe { field: String, reason: String },
+
     #[error("invalid problem size: {0}")]
     InvalidShape(String),
 

@@ -21,6 +21,7 @@ pub mod cost;
 pub mod dtype;
 mod error;
 pub mod family;
+pub mod moe;
 pub mod policy;
 mod prediction;
 pub mod problem;

@@ -102,3 +102,49 @@ impl From<&Hint> for carver_schema::Hint {
         }
     }
 }
+
+impl From<&crate::moe::MoeConfig> for carver_schema::MoeKernelConfig {
+    fn from(c: &crate::moe::MoeConfig) -> Self {
+        Self {
+            BLOCK_SIZE_M: c.block_m,
+            BLOCK_SIZE_N: c.block_n,
+            BLOCK_SIZE_K: c.block_k,
+            GROUP_SIZE_M: c.group_m,
+            num_warps: c.num_warps,
+            num_stages: c.num_stages,
+        }
+    }
+}
+
+impl From<&crate::moe::GemmPrediction> for carver_schema::MoeGemmPrediction {
+    fn from(g: &crate::moe::GemmPrediction) -> Self {
+        Self {
+            time_us: g.time_us,
+            padded_rows: g.padded_rows,
+            active_experts: g.active_experts,
+            grid: g.grid,
+            detail: (&g.detail).into(),
+        }
+    }
+}
+
+impl From<&crate::moe::MoeHint> for carver_schema::MoeHint {
+    fn from(h: &crate::moe::MoeHint) -> Self {
+        Self {
+            rank: h.rank,
+            config: (&h.config).into(),
+            predicted_us: h.time_us,
+            gate_up: (&h.gate_up).into(),
+            down: (&h.down).into(),
+        }
+    }
+}
+
+impl From<&crate::moe::MoeBatch> for carver_schema::MoeBatch {
+    fn from(b: &crate::moe::MoeBatch) -> Self {
+        Self {
+            m: b.m,
+            hints: b.hints.iter().map(Into::into).collect(),
+        }
+    }
+}

@@ -29,6 +29,9 @@ from ._carver import (
     Hint,
     InvalidInputError,
     MissingDependencyError,
+    MoeBatch,
+    MoeHint,
+    MoeRecommendation,
     Prediction,
     PricedConfig,
     Recommendations,
@@ -39,9 +42,11 @@ from ._carver import (
     arch,
     arch_list,
     detect,
+    moe_from_hf,
     price,
     recommend,
     recommend_many,
+    recommend_moe,
 )
 
 __all__ = [
@@ -55,6 +60,9 @@ __all__ = [
     "Hint",
     "InvalidInputError",
     "MissingDependencyError",
+    "MoeBatch",
+    "MoeHint",
+    "MoeRecommendation",
     "Prediction",
     "PricedConfig",
     "Recommendations",
@@ -65,9 +73,11 @@ __all__ = [
     "arch",
     "arch_list",
     "detect",
+    "moe_from_hf",
     "price",
     "recommend",
     "recommend_many",
+    "recommend_moe",
 ]
 
 

@@ -1,0 +1,167 @@
+//! Prices a fused-MoE configuration with the dense Triton model of `crate::cost`, one GEMM at a
+//! time, for one batch of `M` tokens.
+//!
+//! The fused-MoE kernel (vLLM `fused_moe_kernel`) is a grouped GEMM: tokens are sorted by expert
+//! and each expert's rows padded to `BLOCK_SIZE_M` (`moe_align_block_size`); block `pid_m` reads
+//! its expert id and multiplies that expert's gathered rows by that expert's weights. The grid is
+//! `cdiv(padded rows, BM) x cdiv(N_out, BN)` in `GROUP_SIZE_M` order. That is the dense model's
+//! batched GEMM with one batch per *active* expert:
+//!
+//! - batch = expected active experts, `sum_e 1 - (1 - q_e)^M` (each streams its own weight slice
+//!   from DRAM: the dense model's per-batch B; a slice that fits in the L2 is read once however
+//!   many row blocks of its expert run, `Pricer`'s `b_fits_l2`);
+//! - row blocks per active expert = expected `sum_e E[ceil(count_e / BM)]` over the active
+//!   experts ([`super::routing`]). A whole number of blocks per batch is what the dense model
+//!   takes, so a fractional expectation is priced at the two neighbouring whole numbers and
+//!   interpolated;
+//! - A rows are gathered through the sorted token ids: pointer loads (no TMA descriptor can
+//!   describe them) of `BLOCK_SIZE_K` contiguous elements per row, which is the dense Triton
+//!   family's `cp.async` path with row-major A (line efficiency of `BLOCK_SIZE_K` rows);
+//! - B is `[E, N_out, K]` with K contiguous: column-major K x N per expert.
+//!
+//! Waves, occupancy, L2 and DRAM traffic, latency and the epilogue are the dense model's.
+//! Blocks past the padded rows exit after one load (`pid_m * BM >= num_tokens_post_padded`) and
+//! the routing-weight multiply is one scale per row: neither is priced.
+
+use carver_arch::Arch;
+
+use super::routing::Occupancy;
+use super::space::{MoeConfig, resources_of, tile_of};
+use super::template::MoeProblem;
+use crate::cost::{Pricer, blocks_per_sm};
+use crate::family::TritonRules;
+use crate::prediction::Prediction;
+use crate::problem::Problem;
+
+/// Which of the layer's two GEMMs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gemm {
+    /// `[M * topk, hidden] x [hidden, 2N]`.
+    GateUp,
+    /// `[M * topk, N] x [N, hidden]`.
+    Down,
+}
+
+impl Gemm {
+    pub const BOTH: [Gemm; 2] = [Gemm::GateUp, Gemm::Down];
+}
+
+/// One GEMM's verdict for one configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemmPrediction {
+    /// Predicted time, microseconds (interpolated between whole row blocks per expert).
+    pub time_us: f64,
+    /// Rows the kernel computes, padding included: `BM * sum_e E[ceil(count_e / BM)]`.
+    pub padded_rows: f64,
+    /// Experts with at least one token, expected.
+    pub active_experts: f64,
+    /// Blocks with work: row blocks x `cdiv(N_out, BN)`.
+    pub grid: f64,
+    /// The dense model's full prediction at the nearest whole number of row blocks per expert
+    /// (its breakdown says where the time goes).
+    pub detail: Prediction,
+}
+
+/// A dense problem the dense model prices, with its share of the interpolation.
+pub(crate) struct Variant {
+    pub weight: f64,
+    pub problem: Problem,
+}
+
+/// The dense problems standing for one GEMM at one `BLOCK_SIZE_M`.
+pub(crate) struct GemmVariants {
+    pub occupancy: Occupancy,
+    pub n_out: u64,
+    pub variants: Vec<Variant>,
+}
+
+/// The dense problems of `gemm` for `m` tokens at `block_m`, given the routing's expectations.
+pub(crate) fn variants(
+    p: &MoeProblem,
+    gemm: Gemm,
+    m: u64,
+    block_m: u32,
+    occ: Occupancy,
+) -> GemmVariants {
+    let base = match gemm {
+        Gemm::GateUp => &p.gate_up,
+        Gemm::Down => &p.down,
+    };
+    let experts = occ.active_experts.round().clamp(1.0, f64::from(p.experts));
+    let blocks = (occ.row_blocks / experts).max(1.0);
+    let rows = (m * u64::from(p.topk)) as f64 / experts;
+    let (lo, hi) = (blocks.floor(), blocks.ceil());
+    let bm = u64::from(block_m);
+    let problem = |whole: f64, weight: f64| {
+        let whole = whole as u64;
+        // As many real rows as the routing gives, within the whole number of blocks.
+        let m_rows = (rows.round() as u64).clamp((whole - 1) * bm + 1, whole * bm);
+        Variant {
+            weight,
+            problem: Problem {
+                m: m_rows,
+                batch: experts as u64,
+                ..base.clone()
+            },
+        }
+    };
+    let variants = if lo == hi {
+        vec![problem(lo, 1.0)]
+    } else {
+        vec![problem(lo, hi - blocks), problem(hi, blocks - lo)]
+    };
+    GemmVariants {
+        occupancy: occ,
+        n_out: base.n,
+        variants,
+    }
+}
+
+/// Predicted time of `c` for one GEMM's variants, seconds (`None`: no block fits an SM).
+pub(crate) fn time_of(
+    c: &MoeConfig,
+    g: &GemmVariants,
+    pricers: &[Pricer<'_>],
+    p: &MoeProblem,
+    arch: &Arch,
+) -> Option<f64> {
+    let mut total = 0.0;
+    for (v, pricer) in g.variants.iter().zip(pricers) {
+        let tile = tile_of(c, &v.problem, p, arch)?;
+        let res = resources_of(c, &tile, &v.problem, p, arch);
+        let terms = pricer.terms(&tile);
+        total += v.weight * pricer.time_with(&terms, &tile, blocks_per_sm(&tile, res, arch))?;
+    }
+    Some(total)
+}
+
+/// The full per-GEMM prediction of `c`.
+pub(crate) fn predict_gemm(
+    c: &MoeConfig,
+    g: &GemmVariants,
+    p: &MoeProblem,
+    arch: &Arch,
+) -> Option<GemmPrediction> {
+    let pricers: Vec<Pricer<'_>> = g
+        .variants
+        .iter()
+        .map(|v| Pricer::new(&TritonRules, &v.problem, arch))
+        .collect::<Option<_>>()?;
+    let time = time_of(c, g, &pricers, p, arch)?;
+    let nearest = g
+        .variants
+        .iter()
+        .zip(&pricers)
+        .max_by(|a, b| a.0.weight.total_cmp(&b.0.weight))?;
+    let tile = tile_of(c, &nearest.0.problem, p, arch)?;
+    let res = resources_of(c, &tile, &nearest.0.problem, p, arch);
+    let detail = nearest.1.predict(&tile, res)?;
+    let row_blocks = g.occupancy.row_blocks;
+    Some(GemmPrediction {
+        time_us: time * 1e6,
+        padded_rows: row_blocks * f64::from(c.block_m),
+        active_experts: g.occupancy.active_experts,
+        grid: row_blocks * g.n_out.div_ceil(u64::from(c.block_n)) as f64,
+        detail,
+    })
+}

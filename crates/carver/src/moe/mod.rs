@@ -1,0 +1,206 @@
+//! Fused mixture-of-experts layers: the template ([`MoeTemplate`]), the fused-MoE Triton kernel's
+//! space ([`space`]), its cost ([`cost`], built on the dense Triton model), routing expectations
+//! ([`routing`]) and the file names serving engines look for ([`file_name`]).
+//!
+//! ```
+//! use carver::moe::{MoeTemplate, recommend_moe};
+//! use carver::TopK;
+//!
+//! let db = carver_arch::HardwareDb::embedded().unwrap();
+//! let h100 = db.get("h100").unwrap();
+//! let mixtral = MoeTemplate::new(8, 2, 4096, 14336).with_tp(2);
+//! let hints = recommend_moe(&mixtral, h100, 64, TopK::DEFAULT).unwrap();
+//! assert_eq!(hints[0].rank, 1);
+//! ```
+
+pub mod cost;
+pub mod file_name;
+pub mod routing;
+pub mod space;
+pub mod template;
+
+use carver_arch::Arch;
+
+pub use cost::{Gemm, GemmPrediction};
+pub use file_name::{Engine, config_file_name, device_name};
+pub use space::{MoeConfig, check_moe_config, legal_space, whole_space};
+pub use template::{MoeDtype, MoeProblem, MoeTemplate, Routing};
+
+use crate::cost::Pricer;
+use crate::error::CarverError;
+use crate::family::TritonRules;
+use crate::template::MAX_DIM;
+use crate::topk::TopK;
+use cost::{GemmVariants, predict_gemm, time_of, variants};
+use space::BLOCK_M;
+
+/// The batch sizes vLLM's tuner writes (benchmark_moe.py, `batch_sizes` default).
+pub const BATCH_SIZES: [u64; 18] = [
+    1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096,
+];
+
+/// One ranked configuration of the fused-MoE kernel: one config shared by both GEMMs, as the
+/// kernel's callers use it, ranked by the sum of their times.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoeHint {
+    /// 1-based position in the ranking.
+    pub rank: usize,
+    pub config: MoeConfig,
+    /// Gate/up plus down, microseconds.
+    pub time_us: f64,
+    pub gate_up: GemmPrediction,
+    pub down: GemmPrediction,
+}
+
+/// The ranking for one batch size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoeBatch {
+    /// Tokens in the batch.
+    pub m: u64,
+    pub hints: Vec<MoeHint>,
+}
+
+/// A whole config file's worth of rankings for one GPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoeFile {
+    pub problem: MoeProblem,
+    /// The GPU's name as the engines spell it in file names.
+    pub device_name: String,
+    /// vLLM's file name for this layer on this GPU.
+    pub file_name: String,
+    pub batches: Vec<MoeBatch>,
+}
+
+/// The `topk` best configurations of the fused-MoE kernel for a batch of `m` tokens.
+pub fn recommend_moe(
+    template: &MoeTemplate,
+    arch: &Arch,
+    m: u64,
+    topk: TopK,
+) -> Result<Vec<MoeHint>, CarverError> {
+    let problem = template.validate(arch)?;
+    let legal = legal_space(&problem, arch);
+    rank_batch(&problem, &legal, arch, m, topk)
+}
+
+/// Rankings for every batch size of `batch_sizes` (vLLM's tuner's [`BATCH_SIZES`] when `None`):
+/// what a config file is made of.
+pub fn recommend_moe_file(
+    template: &MoeTemplate,
+    arch: &Arch,
+    batch_sizes: Option<&[u64]>,
+    topk: TopK,
+) -> Result<MoeFile, CarverError> {
+    let problem = template.validate(arch)?;
+    let sizes = batch_sizes.unwrap_or(&BATCH_SIZES);
+    check_batch_sizes(sizes, problem.topk)?;
+    let legal = legal_space(&problem, arch);
+    let batches = sizes
+        .iter()
+        .map(|&m| {
+            Ok(MoeBatch {
+                m,
+                hints: rank_batch(&problem, &legal, arch, m, topk)?,
+            })
+        })
+        .collect::<Result<_, CarverError>>()?;
+    Ok(MoeFile {
+        device_name: device_name(arch),
+        file_name: config_file_name(&problem, arch, Engine::Vllm),
+        problem,
+        batches,
+    })
+}
+
+/// Batch sizes must be distinct (they are the file's keys) and each from 1 to what 32-bit row
+/// indexing allows once multiplied by top-k.
+pub fn check_batch_sizes(sizes: &[u64], topk: u32) -> Result<(), CarverError> {
+    let bad = |reason: String| CarverError::InvalidMoe {
+        field: "batch_sizes".into(),
+        reason,
+    };
+    if sizes.is_empty() {
+        return Err(bad("is empty; give at least one batch size".into()));
+    }
+    let max = MAX_DIM / u64::from(topk.max(1));
+    for (i, &m) in sizes.iter().enumerate() {
+        if m == 0 || m > max {
+            return Err(bad(format!(
+                "{m} is out of range; accepted: 1 to {max} tokens"
+            )));
+        }
+        if sizes[..i].contains(&m) {
+            return Err(bad(format!(
+                "{m} appears twice; each batch size is one key of the file"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn rank_batch(
+    p: &MoeProblem,
+    legal: &[MoeConfig],
+    arch: &Arch,
+    m: u64,
+    topk: TopK,
+) -> Result<Vec<MoeHint>, CarverError> {
+    check_batch_sizes(&[m], p.topk)?;
+    let no_legal = || CarverError::NoLegalConfig {
+        target: "fused-moe".into(),
+        arch: arch.key().to_string(),
+    };
+    let occupancy = p.routing.occupancy(m, &BLOCK_M);
+    let gemms: Vec<[GemmVariants; 2]> = BLOCK_M
+        .iter()
+        .zip(&occupancy)
+        .map(|(&bm, &occ)| Gemm::BOTH.map(|g| variants(p, g, m, bm, occ)))
+        .collect();
+    let pricers: Vec<[Vec<Pricer<'_>>; 2]> = gemms
+        .iter()
+        .map(|pair| {
+            pair.each_ref().map(|g| {
+                g.variants
+                    .iter()
+                    .filter_map(|v| Pricer::new(&TritonRules, &v.problem, arch))
+                    .collect()
+            })
+        })
+        .collect();
+    let mut priced: Vec<(f64, MoeConfig)> = legal
+        .iter()
+        .filter_map(|c| {
+            let i = BLOCK_M.iter().position(|&bm| bm == c.block_m)?;
+            let mut total = 0.0;
+            for (g, pr) in gemms[i].iter().zip(&pricers[i]) {
+                total += time_of(c, g, pr, p, arch)?;
+            }
+            Some((total, *c))
+        })
+        .collect();
+    if priced.is_empty() {
+        return Err(no_legal());
+    }
+    // Deterministic: ties broken by the configuration itself.
+    priced.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    priced
+        .into_iter()
+        .take(topk.get())
+        .enumerate()
+        .map(|(rank, (_, c))| {
+            let i = BLOCK_M
+                .iter()
+                .position(|&bm| bm == c.block_m)
+                .ok_or_else(no_legal)?;
+            let [gate_up, down] = gemms[i].each_ref().map(|g| predict_gemm(&c, g, p, arch));
+            let (gate_up, down) = gate_up.zip(down).ok_or_else(no_legal)?;
+            Ok(MoeHint {
+                rank: rank + 1,
+                config: c,
+                time_us: gate_up.time_us + down.time_us,
+                gate_up,
+                down,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,166 @@
+//! The fused-MoE recommender: file names, legality, whole-file keys and invariants.
+
+use carver::TopK;
+use carver::moe::{
+    BATCH_SIZES, Engine, MoeDtype, MoeTemplate, Routing, check_moe_config, config_file_name,
+    legal_space, recommend_moe, recommend_moe_file, whole_space,
+};
+use carver_arch::HardwareDb;
+use proptest::prelude::*;
+
+fn db() -> HardwareDb {
+    HardwareDb::embedded().unwrap()
+}
+
+#[test]
+fn file_names_are_the_engines_own() {
+    let db = db();
+    let h100 = db.get("h100").unwrap();
+    let h200 = db.get("h200").unwrap();
+    let mixtral = MoeTemplate::new(8, 2, 4096, 14336)
+        .with_tp(2)
+        .validate(h100)
+        .unwrap();
+    assert_eq!(
+        config_file_name(&mixtral, h100, Engine::Vllm),
+        "E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json"
+    );
+    let ds = MoeTemplate::new(256, 8, 7168, 2048)
+        .with_dtype(MoeDtype::Fp8W8a8)
+        .with_block_shape(Some([128, 128]));
+    let ds = ds.validate(h200).unwrap();
+    assert_eq!(
+        config_file_name(&ds, h200, Engine::Vllm),
+        "E=256,N=2048,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+    );
+    assert_eq!(
+        config_file_name(&ds, h200, Engine::Sglang),
+        "E=256,N=2048,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    );
+    let per_tensor = MoeTemplate::new(128, 8, 4096, 1536)
+        .with_dtype(MoeDtype::Fp8W8a8)
+        .validate(h100)
+        .unwrap();
+    assert_eq!(
+        config_file_name(&per_tensor, h100, Engine::Vllm),
+        "E=128,N=1536,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json"
+    );
+}
+
+#[test]
+fn a_whole_file_has_exactly_the_ladder() {
+    let db = db();
+    let h100 = db.get("h100").unwrap();
+    let t = MoeTemplate::new(8, 2, 4096, 14336).with_tp(2);
+    let start = std::time::Instant::now();
+    let file = recommend_moe_file(&t, h100, None, TopK::DEFAULT).unwrap();
+    let elapsed = start.elapsed();
+    let keys: Vec<u64> = file.batches.iter().map(|b| b.m).collect();
+    assert_eq!(keys, BATCH_SIZES);
+    assert!(file.batches.iter().all(|b| b.hints.len() == 8));
+    // Debug builds are ~20x slower than release (11 ms there); this only catches blow-ups.
+    assert!(elapsed.as_secs_f64() < 5.0, "{elapsed:?}");
+}
+
+#[test]
+fn block_quantized_fp8_keeps_vllms_filter() {
+    let db = db();
+    let h100 = db.get("h100").unwrap();
+    let p = MoeTemplate::new(256, 8, 7168, 2048)
+        .with_dtype(MoeDtype::Fp8W8a8)
+        .with_block_shape(Some([128, 128]))
+        .validate(h100)
+        .unwrap();
+    let legal = legal_space(&p, h100);
+    assert!(!legal.is_empty());
+    assert!(
+        legal
+            .iter()
+            .all(|c| c.block_k % 128 == 0 && c.block_n % 128 == 0)
+    );
+}
+
+#[test]
+fn shared_memory_bounds_the_space() {
+    let db = db();
+    let h100 = db.get("h100").unwrap();
+    let p = MoeTemplate::new(8, 2, 4096, 14336).validate(h100).unwrap();
+    for c in whole_space() {
+        let fits = c.smem_bytes(&p) <= h100.smem_per_block();
+        assert_eq!(check_moe_config(&c, &p, h100).is_ok(), fits, "{c:?}");
+    }
+}
+
+#[test]
+fn bad_layers_name_their_field() {
+    let db = db();
+    let h100 = db.get("h100").unwrap();
+    let cases = [
+        (MoeTemplate::new(8, 9, 4096, 14336), "topk"),
+        (MoeTemplate::new(0, 1, 4096, 14336), "experts"),
+        (
+            MoeTemplate::new(8, 2, 4096, 14336).with_tp(3),
+            "intermediate",
+        ),
+        (
+            MoeTemplate::new(8, 2, 4096, 14336).with_block_shape(Some([128, 128])),
+            "block_shape",
+        ),
+        (
+            MoeTemplate::new(8, 2, 4096, 14336)
+                .with_dtype(MoeDtype::Fp8W8a8)
+                .with_block_shape(Some([64, 64])),
+            "block_shape",
+        ),
+        (
+            MoeTemplate::new(2, 1, 4096, 14336)
+                .with_routing(Routing::Histogram(vec![1.0, f64::NAN])),
+            "routing",
+        ),
+        (
+            MoeTemplate::new(2, 1, 4096, 14336).with_routing(Routing::Histogram(vec![1.0])),
+            "routing",
+        ),
+    ];
+    for (t, field) in cases {
+        let err = t.validate(h100).unwrap_err().to_string();
+        assert!(err.contains(field), "{err}");
+    }
+    assert!(
+        "int4"
+            .parse::<MoeDtype>()
+            .unwrap_err()
+            .to_string()
+            .contains("dtype")
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn every_recommendation_is_legal_and_padded_rows_cover_the_tokens(
+        experts in 1u32..300,
+        topk_frac in 0.0f64..1.0,
+        hidden in prop::sample::select(vec![1024u64, 2048, 4096, 7168]),
+        inter in prop::sample::select(vec![512u64, 1536, 2048, 14336]),
+        m in 1u64..5000,
+        fp8 in any::<bool>(),
+    ) {
+        let db = db();
+        let h100 = db.get("h100").unwrap();
+        let topk = 1 + ((f64::from(experts - 1)) * topk_frac) as u32;
+        let t = MoeTemplate::new(experts, topk, hidden, inter)
+            .with_dtype(if fp8 { MoeDtype::Fp8W8a8 } else { MoeDtype::Bf16 });
+        let p = t.validate(h100).unwrap();
+        let hints = recommend_moe(&t, h100, m, TopK::new(4).unwrap()).unwrap();
+        prop_assert!(!hints.is_empty());
+        for h in &hints {
+            prop_assert!(h.config.in_space());
+            prop_assert!(check_moe_config(&h.config, &p, h100).is_ok());
+            prop_assert!(h.time_us.is_finite() && h.time_us > 0.0);
+            let tokens = (m * u64::from(topk)) as f64;
+            prop_assert!(h.gate_up.padded_rows >= tokens * (1.0 - 1e-9), "{} < {tokens}", h.gate_up.padded_rows);
+        }
+        prop_assert!(hints.windows(2).all(|w| w[0].time_us <= w[1].time_us + 1e-9));
+    }
+}
