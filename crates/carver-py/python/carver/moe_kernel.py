@@ -332,8 +332,10 @@ def moe_reference(x, w1, w2, topk_weights, topk_ids, w1_scale=None, w2_scale=Non
     tokens, K = x.shape
     E, N2, _ = w1.shape
     N = N2 // 2
-    w1f = _dequant(w1, w1_scale, block_shape)
-    w2f = _dequant(w2, w2_scale, block_shape)
+    # weights are dequantised / upcast one expert at a time (a whole fp32 copy of a large
+    # model's experts would not fit next to it)
+    w1f = _PerExpert(w1, w1_scale, block_shape)
+    w2f = _PerExpert(w2, w2_scale, block_shape)
     fp8 = w1_scale is not None
     xf = _fake_quant(x, block_shape) if fp8 else x.float()
     out = torch.zeros((tokens, K), dtype=torch.float32, device=x.device)
@@ -368,15 +370,19 @@ def _fake_quant(t, block_shape):
     return (q.float() * s.repeat_interleave(bk, dim=1)[:, : t.shape[1]])
 
 
-def _dequant(w, scale, block_shape):
-    torch = _torch()
-    if scale is None:
-        return w.float()
-    if block_shape is None:
-        return w.float() * scale.float().view(-1, 1, 1)
-    bn, bk = block_shape
-    s = scale.float().repeat_interleave(bn, dim=1).repeat_interleave(bk, dim=2)
-    return w.float() * s[:, : w.shape[1], : w.shape[2]]
+class _PerExpert:
+    def __init__(self, w, scale, block_shape):
+        self.w, self.scale, self.bs = w, scale, block_shape
+
+    def __getitem__(self, e):
+        w = self.w[e].float()
+        if self.scale is None:
+            return w
+        if self.bs is None:
+            return w * self.scale[e].float()
+        bn, bk = self.bs
+        s = self.scale[e].float().repeat_interleave(bn, dim=0).repeat_interleave(bk, dim=1)
+        return w * s[: w.shape[0], : w.shape[1]]
 
 
 def quantize_weights_fp8(w, block_shape=None):
@@ -451,6 +457,9 @@ class LayerRunner:
         j = i % len(self.w1s)
         invoke_gemm(self.x, self.w1s[j], self.h, None, s, e, n, self.topk, False, cfg)
         invoke_gemm(self.act, self.w2s[j], self.y, self.tw, s, e, n, 1, True, cfg)
+
+    def reference(self):
+        return moe_reference(self.x, self.w1s[0], self.w2s[0], self.tw.view(self.tokens, self.topk), self.ti)
 
     def layer(self, cfg, i=0):
         j = i % len(self.w1s)
