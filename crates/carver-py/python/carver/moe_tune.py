@@ -399,6 +399,9 @@ class GpuMeasurer:
             order = list(range(n))
             rng.shuffle(order)
             for i in order:
+                # queue the launches behind a GPU sleep (~100 us of host time per rep) so that
+                # small, launch-bound layers are timed back to back, not with host gaps
+                torch.cuda._sleep(int(2000 * 100 * self.reps))
                 ev[0].record()
                 for r in range(self.reps):
                     run.launch(configs[i], rot)
