@@ -23,7 +23,7 @@ use carver_arch::Arch;
 
 pub use cost::{Gemm, GemmPrediction};
 pub use file_name::{Engine, config_file_name, device_name};
-pub use space::{MoeConfig, check_moe_config, legal_space, whole_space};
+pub use space::{MoeConfig, check_moe_config, legal_space, whole_space, would_spill};
 pub use template::{MoeDtype, MoeProblem, MoeTemplate, Routing};
 
 use crate::cost::Pricer;
@@ -169,6 +169,7 @@ fn rank_batch(
         .collect();
     let mut priced: Vec<(f64, MoeConfig)> = legal
         .iter()
+        .filter(|c| !would_spill(c, p, arch))
         .filter_map(|c| {
             let i = BLOCK_M.iter().position(|&bm| bm == c.block_m)?;
             let mut total = 0.0;

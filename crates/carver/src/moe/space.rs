@@ -163,6 +163,17 @@ pub(crate) fn resources_of(
     }
 }
 
+/// Whether Triton would spill registers for `c` (its register estimate for the gate/up GEMM's
+/// tile above the GPU's per-thread limit). vLLM's tuner space keeps such configs and Triton
+/// compiles them, spilling the accumulator to local memory; the dense Triton family rejects the
+/// same tiles (`family::check_fits`), so the recommender never picks one.
+pub fn would_spill(c: &MoeConfig, p: &MoeProblem, arch: &Arch) -> bool {
+    tile_of(c, &p.gate_up, p, arch).is_none_or(|tile| {
+        TritonRules.resources(&tile, &p.gate_up).registers_per_thread
+            > arch.registers.per_thread_max
+    })
+}
+
 /// Every point of the space, in a fixed order (what an exhaustive sweep measures).
 pub fn whole_space() -> Vec<MoeConfig> {
     let mut out = Vec::with_capacity(1920);
