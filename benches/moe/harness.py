@@ -54,6 +54,8 @@ class FatalError(RuntimeError):
 
 
 COMPILE_FAILED = set()
+# Configs launched at least once in this process (binary loaded).
+LOADED = set()
 
 
 def geomean(xs):
@@ -181,9 +183,16 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
     log(f"{prob['label']}: E={E} top-{topk} K={K} N={N}; weights {wbytes / 2**20:.0f} MiB x {copies} copies; "
         f"budget {budget_s:.0f}s")
     rot = [0]
-    per_m_budget = budget_s / len(batches)
+    # Each batch size's share of the budget follows what one launch of the layer costs there
+    # (weights of the active experts streamed, or the math), so large M are not cut short.
+    def layer_cost(m):
+        active = E * (1.0 - (1.0 - topk / E) ** m)
+        return max(wbytes * active / E / 3.0e12, 2.0 * m * topk * 3 * N * K / 5.0e14) + 20e-6
+    costs = [layer_cost(m) for m in batches]
     for mi, m in enumerate(batches):
         t_m = time.perf_counter()
+        left_s = budget_s - (t_m - t_entry)
+        per_m_budget = max(1.0, left_s * costs[mi] / sum(costs[mi:]))
         x = torch.randn((m, K), generator=torch.Generator(device="cuda").manual_seed(args.seed * 1000 + m),
                         device="cuda", dtype=torch.bfloat16)
         tw, ti = mk.random_routing(m, E, topk, seed=args.seed * 1000 + m)
@@ -208,10 +217,16 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
             if key in COMPILE_FAILED:
                 failed[key] = "compile failed (see compile.failures)"
                 continue
-            if time.perf_counter() - t_m > per_m_budget * 0.75 and ci >= 20:
+            if time.perf_counter() - t_m > per_m_budget * 0.75 and ci >= args.min_sweep:
                 truncated = ci
                 break
             try:
+                if key not in LOADED:
+                    # A config's first launch in this process loads its binary (milliseconds):
+                    # never time it, or the sweep's early stop would drop the config.
+                    run.launch(c, 0)
+                    torch.cuda.synchronize()
+                    LOADED.add(key)
                 first = timer.run(launcher(c), 1)[0]
                 if first > args.early_stop * best:
                     sweep_t[key] = first
@@ -379,6 +394,8 @@ def parse_args(argv=None):
     ap.add_argument("--group-sizes", default="1,16,64", help="GROUP_SIZE_M values of the sweep")
     ap.add_argument("--budget-s", type=float, default=420.0, help="GPU-phase time budget for the measurement loop")
     ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--min-sweep", type=int, default=200,
+                    help="configs every batch size's sweep times before the budget may cut it short")
     ap.add_argument("--sweep-reps", type=int, default=3)
     ap.add_argument("--early-stop", type=float, default=3.0)
     ap.add_argument("--top", type=int, default=5, help="sweep configs re-timed in the final rounds")
@@ -404,6 +421,7 @@ def parse_args(argv=None):
         args.models = args.models or ",".join(QUICK_MODELS)
         args.batch_sizes = args.batch_sizes or list(QUICK_BATCHES)
         args.sweep_configs = 60
+        args.min_sweep = 20
     return args
 
 

@@ -63,6 +63,7 @@ def problem(**kw):
 def run(tmp_path, meas=None, rec=None, **kw):
     kw.setdefault("batch_sizes", [1, 16, 64, 256])
     kw.setdefault("candidates", 4)
+    kw.setdefault("explore", 0)
     return mt.tune(problem(), str(tmp_path), recommender=rec or FakeRec(), measurer=meas or FakeMeas(),
                    progress_stream=io.StringIO(), **kw)
 
@@ -214,3 +215,40 @@ def test_tuner_space_filtered_by_shared_memory():
     assert all(c["num_stages"] * (c["BLOCK_SIZE_M"] + c["BLOCK_SIZE_N"]) * c["BLOCK_SIZE_K"] * 2 <= 232448 for c in full)
     assert cfg(256, 256, 256, 1, 8, 2) not in full and cfg(16, 32, 64, 1, 4, 2) in full
     assert len(tuner_space(group_sizes=(1, 16, 64))) * 4 == len(full) * 3
+
+
+def test_neighbours_are_legal_structural_moves_nearest_first():
+    legal = {config_key(c): c for c in tuner_space()}
+    base = cfg(16, 256, 64, 1, 4, 5)
+    near = mt.neighbours(base, legal)
+    assert near[0] == cfg(16, 128, 128, 1, 4, 5)  # the same bytes per stage, deeper in K
+    assert near[1] == cfg(16, 512 // 1, 32, 1, 4, 5) or near[1]["BLOCK_SIZE_K"] != 32  # 512/32: not in the space
+    keys = [config_key(c) for c in near]
+    assert len(keys) == len(set(keys)) and config_key(base) not in keys
+    assert all(k in legal for k in keys)
+    assert cfg(16, 256, 64, 1, 4, 4) in near and cfg(16, 256, 64, 1, 8, 5) in near
+    assert cfg(16, 256, 64, 16, 4, 5) in near
+
+
+def test_explored_neighbours_are_timed_and_can_win(tmp_path):
+    class Meas(FakeMeas):
+        def time(self, m, configs):
+            self.timed.append([config_key(c) for c in configs])
+            # fastest: BLOCK_SIZE_K 128 (carver's picks all have 64)
+            return [5.0 if c["BLOCK_SIZE_K"] == 128 else 10.0 for c in configs]
+
+    meas = Meas()
+    res = run(tmp_path, meas=meas, batch_sizes=[1, 64], explore=6)
+    for timed in meas.timed:
+        assert len(timed) == 4 + 6 and len(set(timed)) == len(timed)
+    for m in (1, 64):
+        r = res["results"][m]
+        assert r["winner"]["BLOCK_SIZE_K"] == 128 and r["winner_from"] == "explored"
+    # explored configs are compiled with carver's, in one pass
+    assert len(meas.prepared) == 1
+
+
+def test_explore_must_be_a_non_negative_integer(tmp_path):
+    for bad in (-1, 1.5, True):
+        with pytest.raises(mt.InvalidInputError, match="explore"):
+            run(tmp_path, explore=bad)

@@ -393,6 +393,15 @@ impl<'a> Pricer<'a> {
         })
     }
 
+    /// The same pricer with DRAM streaming at `efficiency` (0, 1] of the arch's rate: for a
+    /// kernel family whose access pattern is known to stream below the rate this model assumes.
+    pub fn with_dram_efficiency(mut self, efficiency: f64) -> Self {
+        if efficiency > 0.0 && efficiency < 1.0 {
+            self.dram_bw *= efficiency;
+        }
+        self
+    }
+
     /// Predicts the time of one configuration (`None` when no block fits on an SM).
     pub fn predict(&self, c: &TileConfig, res: Resources) -> Option<Prediction> {
         let t = self.terms(c);

@@ -3,7 +3,7 @@
 use carver::TopK;
 use carver::moe::{
     BATCH_SIZES, Engine, MoeDtype, MoeTemplate, Routing, check_moe_config, config_file_name,
-    legal_space, recommend_moe, recommend_moe_file, whole_space,
+    legal_space, recommend_moe, recommend_moe_file, whole_space, would_spill,
 };
 use carver_arch::HardwareDb;
 use proptest::prelude::*;
@@ -88,6 +88,36 @@ fn shared_memory_bounds_the_space() {
     for c in whole_space() {
         let fits = c.smem_bytes(&p) <= h100.smem_per_block();
         assert_eq!(check_moe_config(&c, &p, h100).is_ok(), fits, "{c:?}");
+    }
+}
+
+#[test]
+fn spilling_configs_stay_in_the_space_but_are_never_recommended() {
+    let db = db();
+    let h100 = db.get("h100").unwrap();
+    let t = MoeTemplate::new(8, 2, 4096, 14336).with_tp(2);
+    let p = t.validate(h100).unwrap();
+    // A 256 x 256 fp32 accumulator over 4 warps is 512 registers a thread: Triton spills it.
+    let spills: Vec<_> = legal_space(&p, h100)
+        .into_iter()
+        .filter(|c| would_spill(c, &p, h100))
+        .collect();
+    assert!(
+        spills
+            .iter()
+            .any(|c| c.block_m == 256 && c.block_n == 256 && c.num_warps == 4)
+    );
+    assert!(
+        !spills
+            .iter()
+            .any(|c| c.block_m == 16 && c.block_n == 64 && c.num_warps == 4)
+    );
+    let file = recommend_moe_file(&t, h100, None, TopK::new(64).unwrap()).unwrap();
+    for b in &file.batches {
+        assert_eq!(b.hints.len(), 64);
+        for h in &b.hints {
+            assert!(!would_spill(&h.config, &p, h100), "M {}: {:?}", b.m, h.config);
+        }
     }
 }
 

@@ -4,7 +4,8 @@
         --output configs/
 
 For every batch size of vLLM's ladder, carver's top-k configs for the layer (the model only,
-`carver.recommend_moe(..., candidates=k)`) are timed with carver's fused-MoE Triton kernel
+`carver.recommend_moe(..., candidates=k)`) and up to `--explore` structural neighbours of its
+first picks (BLOCK_SIZE_K doubled for BLOCK_SIZE_N halved, one more or fewer stage, ...) are timed with carver's fused-MoE Triton kernel
 (`carver.moe_kernel`: both GEMMs of the layer with one config, uniform random routing with a
 fixed seed per batch size, warm-up, CUDA events, median of several rounds, the candidates
 interleaved in a fresh order every round so clock drift favours none). The winner's output is
@@ -450,9 +451,64 @@ class _Fp8Runner:
 # The tuning loop
 # ---------------------------------------------------------------------------------------------
 
-def tune(problem, output_dir, *, batch_sizes=BATCH_SIZES, candidates=8, arch=None, restart=False,
+# Moves from a config to its structural neighbours, nearest first: the same bytes per stage
+# spent deeper in K rather than wider in N (and back), then one parameter at a time. Measured on
+# an H100 and an H200 (benches/moe/runs), the fastest config of a batch size is most often one
+# or two such moves from the model's first picks (the model's ranking within one structure is
+# what it knows least), so timing these is where a few measurements buy the most.
+_MOVES = (
+    {"BLOCK_SIZE_N": 0.5, "BLOCK_SIZE_K": 2.0}, {"BLOCK_SIZE_N": 2.0, "BLOCK_SIZE_K": 0.5},
+    {"BLOCK_SIZE_K": 2.0}, {"BLOCK_SIZE_N": 0.5}, {"num_stages": -1}, {"num_stages": +1},
+    {"num_warps": None}, {"GROUP_SIZE_M": None}, {"BLOCK_SIZE_M": 0.5}, {"BLOCK_SIZE_M": 2.0},
+    {"BLOCK_SIZE_K": 0.5}, {"BLOCK_SIZE_N": 2.0},
+)
+
+
+def neighbours(config, legal_keys):
+    """`config`'s structural neighbours that are in the legal space (`legal_keys`: config key ->
+    config), nearest first."""
+    from .moe_kernel import config_key
+
+    out = []
+    for move in _MOVES:
+        c = dict(config)
+        for k, f in move.items():
+            if k == "num_warps":
+                c[k] = 8 if c[k] == 4 else 4
+            elif k == "GROUP_SIZE_M":
+                c[k] = 16 if c[k] == 1 else 1
+            elif k == "num_stages":
+                c[k] = c[k] + f
+            else:
+                c[k] = int(c[k] * f)
+        key = config_key(c)
+        if key in legal_keys and key != config_key(config):
+            out.append(legal_keys[key])
+    return out
+
+
+def explore_set(hints, explore, legal_keys):
+    """Up to `explore` neighbours of the model's first picks (those of its first pick, then its
+    second, ...), none of them among the picks."""
+    from .moe_kernel import config_key
+
+    seen = {config_key(h["config"]) for h in hints}
+    out = []
+    for h in hints:
+        for c in neighbours(h["config"], legal_keys):
+            if len(out) >= explore:
+                return out
+            k = config_key(c)
+            if k not in seen:
+                seen.add(k)
+                out.append(c)
+    return out
+
+
+def tune(problem, output_dir, *, batch_sizes=BATCH_SIZES, candidates=8, explore=16, arch=None, restart=False,
          recommender=None, measurer=None, device_name=None, progress_stream=None, log=None, clock=time.monotonic):
-    """Measure carver's top-`candidates` per batch size and write the measured vLLM file.
+    """Measure carver's top-`candidates` per batch size, and up to `explore` structural
+    neighbours of its first picks, and write the measured vLLM file.
 
     recommender(problem, arch, batch_sizes, candidates) -> recommend()'s dict (default: carver's).
     measurer: an object with prepare(configs), time(m, configs) -> [us], check(m, config) -> rel
@@ -460,6 +516,8 @@ def tune(problem, output_dir, *, batch_sizes=BATCH_SIZES, candidates=8, arch=Non
     the measurer's). Returns a summary dict (path, state path, per batch size results, seconds)."""
     if not isinstance(candidates, int) or isinstance(candidates, bool) or candidates < 1:
         raise InvalidInputError(f"candidates must be a positive integer, got {candidates!r}")
+    if not isinstance(explore, int) or isinstance(explore, bool) or explore < 0:
+        raise InvalidInputError(f"explore must be a non-negative integer, got {explore!r}")
     batch_sizes = check_batch_sizes(list(batch_sizes))
     log = log or (lambda msg: print(f"[moe_tune] {msg}", file=progress_stream or sys.stderr, flush=True))
     t_start = clock()
@@ -488,7 +546,12 @@ def tune(problem, output_dir, *, batch_sizes=BATCH_SIZES, candidates=8, arch=Non
         if missing:
             raise TuneError(f"carver returned no configs for batch sizes {missing}")
         t_c = clock()
+        from .moe_kernel import config_key as _key, tuner_space
+
+        legal = {_key(c): c for c in tuner_space(dtype=problem.dtype, block_shape=problem.block_shape)}
+        extra = {m: explore_set(rec["batches"][m][:candidates], explore, legal) for m in todo}
         allc = [h["config"] for m in todo for h in rec["batches"][m][:candidates]]
+        allc += [c for m in todo for c in extra[m]]
         compiled = measurer.prepare(allc) or {}
         state["seconds"]["compile"] = state["seconds"].get("compile", 0.0) + (clock() - t_c)
         failed = {k for k, r in compiled.items() if not r.get("ok")}
@@ -503,11 +566,11 @@ def tune(problem, output_dir, *, batch_sizes=BATCH_SIZES, candidates=8, arch=Non
         t_m = clock()
         hints = rec["batches"][m][:candidates]
         cfgs, keys = [], []
-        for h in hints:
-            k = config_key(h["config"])
+        for c in [h["config"] for h in hints] + extra[m]:
+            k = config_key(c)
             if k in failed or k in keys:
                 continue
-            cfgs.append(h["config"])
+            cfgs.append(c)
             keys.append(k)
         if not cfgs:
             raise TuneError(f"batch size {m}: none of carver's {len(hints)} configs compiled")
@@ -526,6 +589,8 @@ def tune(problem, output_dir, *, batch_sizes=BATCH_SIZES, candidates=8, arch=Non
             raise TuneError(f"batch size {m}: no candidate computed the right result")
         state["done"][str(m)] = {
             "winner": cfgs[winner], "winner_key": keys[winner], "winner_us": times[winner], "rel_err": err,
+            "winner_from": ("carver" if keys[winner] in {config_key(h["config"]) for h in hints}
+                            else "explored"),
             "carver_top1_key": config_key(hints[0]["config"]),
             "carver_top1_us": (times[keys.index(config_key(hints[0]["config"]))]
                                if config_key(hints[0]["config"]) in keys else None),
@@ -600,6 +665,8 @@ def build_parser():
     ap.add_argument("--block-shape", type=_block_shape, help="fp8 block scales, e.g. 128,128")
     ap.add_argument("--batch-sizes", type=_int_list, default=list(BATCH_SIZES), help="comma-separated (default: vLLM's ladder)")
     ap.add_argument("--candidates", "-k", type=_positive, default=8, help="carver's top-k timed per batch size")
+    ap.add_argument("--explore", type=int, default=16,
+                    help="structural neighbours of carver's first picks also timed per batch size (0: none)")
     ap.add_argument("--arch", help="carver's arch for the ranking (default: from the GPU's name)")
     ap.add_argument("--output", "-o", required=True, help="folder for the vLLM file and its state file")
     ap.add_argument("--restart", action="store_true", help="discard a saved state instead of resuming it")
@@ -622,7 +689,10 @@ def main(argv=None):
         ap.error(str(e))
     try:
         meas = GpuMeasurer(problem, seed=args.seed, rounds=args.rounds, reps=args.reps, workers=args.workers)
-        res = tune(problem, args.output, batch_sizes=args.batch_sizes, candidates=args.candidates, arch=args.arch,
+        if args.explore < 0:
+            ap.error("--explore must be >= 0")
+        res = tune(problem, args.output, batch_sizes=args.batch_sizes, candidates=args.candidates,
+                   explore=args.explore, arch=args.arch,
                    restart=args.restart, measurer=meas)
     except (TuneError, MissingDependencyError, InvalidInputError) as e:
         print(f"error: {e}", file=sys.stderr)

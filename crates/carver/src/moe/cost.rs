@@ -117,6 +117,34 @@ pub(crate) fn variants(
     }
 }
 
+/// Bytes of the shortest contiguous run at which weight rows stream at the full DRAM rate: two
+/// 128-byte L2 lines. On an H100, 16-row tiles reading the K-contiguous expert weights in runs of
+/// one line (BLOCK_SIZE_K 64 in bf16) reached 0.93-0.96 of the best 128- or 256-element config
+/// at every N tile, on every model of `benches/moe/runs/h100-2026-11-25-main{1,2}` (M 8-128,
+/// weight-bandwidth bound); runs of 256 and 512 bytes were level with each other. HBM serves
+/// adjacent lines of one open DRAM row more cheaply than lines in different rows.
+const FULL_RATE_RUN_BYTES: u64 = 256;
+/// Streaming rate of one-line (128-byte) runs relative to `FULL_RATE_RUN_BYTES` runs, measured
+/// as above.
+const ONE_LINE_RUN_EFFICIENCY: f64 = 0.95;
+
+/// Share of the DRAM rate the expert weights stream at with `c`: each block reads its weight
+/// tile as `BLOCK_SIZE_N` rows of `BLOCK_SIZE_K` contiguous elements (the whole row when the
+/// GEMM's K is no longer: then consecutive rows are contiguous too).
+pub(crate) fn weight_stream_efficiency(c: &MoeConfig, gemm: &Problem, p: &MoeProblem) -> f64 {
+    let bk = u64::from(c.effective_block_k(p));
+    if bk >= gemm.k {
+        return 1.0;
+    }
+    let run = bk * u64::from(p.dtype.input().bytes());
+    if run >= FULL_RATE_RUN_BYTES {
+        1.0
+    } else {
+        // Shorter than a line: only part of each fetched line is used as well.
+        ONE_LINE_RUN_EFFICIENCY * (run as f64 / 128.0).min(1.0)
+    }
+}
+
 /// Predicted time of `c` for one GEMM's variants, seconds (`None`: no block fits an SM).
 pub(crate) fn time_of(
     c: &MoeConfig,
@@ -129,6 +157,7 @@ pub(crate) fn time_of(
     for (v, pricer) in g.variants.iter().zip(pricers) {
         let tile = tile_of(c, &v.problem, p, arch)?;
         let res = resources_of(c, &tile, &v.problem, p, arch);
+        let pricer = pricer.with_dram_efficiency(weight_stream_efficiency(c, &v.problem, p));
         let terms = pricer.terms(&tile);
         total += v.weight * pricer.time_with(&terms, &tile, blocks_per_sm(&tile, res, arch))?;
     }
@@ -155,7 +184,10 @@ pub(crate) fn predict_gemm(
         .max_by(|a, b| a.0.weight.total_cmp(&b.0.weight))?;
     let tile = tile_of(c, &nearest.0.problem, p, arch)?;
     let res = resources_of(c, &tile, &nearest.0.problem, p, arch);
-    let detail = nearest.1.predict(&tile, res)?;
+    let detail = nearest
+        .1
+        .with_dram_efficiency(weight_stream_efficiency(c, &nearest.0.problem, p))
+        .predict(&tile, res)?;
     let row_blocks = g.occupancy.row_blocks;
     Some(GemmPrediction {
         time_us: time * 1e6,
