@@ -117,8 +117,13 @@ impl MoeRecommendation {
         document_to_py(py, &self.0)
     }
     /// The config file's content: batch size (str) -> the six kernel parameters.
-    fn vllm_config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        document_to_py(py, &self.0.config_file())
+    fn vllm_config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        // Built key by key: a JSON map would sort "1024" before "2", and the file's keys go up.
+        let out = PyDict::new(py);
+        for (m, config) in &self.0.config_file().0 {
+            out.set_item(m.to_string(), document_to_py(py, config)?)?;
+        }
+        Ok(out)
     }
     fn __repr__(&self) -> String {
         format!(
