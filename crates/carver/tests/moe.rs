@@ -116,7 +116,12 @@ fn spilling_configs_stay_in_the_space_but_are_never_recommended() {
     for b in &file.batches {
         assert_eq!(b.hints.len(), 64);
         for h in &b.hints {
-            assert!(!would_spill(&h.config, &p, h100), "M {}: {:?}", b.m, h.config);
+            assert!(
+                !would_spill(&h.config, &p, h100),
+                "M {}: {:?}",
+                b.m,
+                h.config
+            );
         }
     }
 }

@@ -169,7 +169,9 @@ pub(crate) fn resources_of(
 /// same tiles (`family::check_fits`), so the recommender never picks one.
 pub fn would_spill(c: &MoeConfig, p: &MoeProblem, arch: &Arch) -> bool {
     tile_of(c, &p.gate_up, p, arch).is_none_or(|tile| {
-        TritonRules.resources(&tile, &p.gate_up).registers_per_thread
+        TritonRules
+            .resources(&tile, &p.gate_up)
+            .registers_per_thread
             > arch.registers.per_thread_max
     })
 }
