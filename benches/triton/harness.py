@@ -584,6 +584,9 @@ def parse_args(argv=None):
     ap.add_argument("--max-sets", type=int, default=256, help="cap on rotating input sets for tiny shapes")
     ap.add_argument("--workers", type=int, default=14, help="compile processes")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fidelity-arch", default="h100",
+                    help="report the cost model's fidelity (Spearman, median |error| per shape) planning "
+                         "for this arch, when the carver package is installed ('' to skip)")
     ap.add_argument("--cache-dir", default=os.environ.get("TRITON_CACHE_DIR", "/tmp/carver-triton-cache"),
                     help="Triton cache folder shared by the compile workers and the timing process")
     args = ap.parse_args(argv)
@@ -754,6 +757,17 @@ def main(argv=None):
         write_json(doc, out_path)
     log(f"wrote {out_path}; phases: compile {doc['phases_s']['compile']:.1f}s, verify {t_v:.1f}s, "
         f"timing {t_t:.1f}s, total {doc['phases_s']['total']:.1f}s")
+    if args.fidelity_arch:
+        try:
+            import carver
+        except ImportError as e:
+            log(f"model fidelity not reported: the carver package is not installed ({e})")
+        else:
+            import fidelity as F
+
+            doc["fidelity"] = F.sweep_fidelity(doc, carver.price, args.fidelity_arch)
+            write_json(doc, out_path)
+            F.print_fidelity(doc["fidelity"], f"--arch {args.fidelity_arch}")
     print_table(doc, labels)
     return 0
 

@@ -179,6 +179,9 @@ def main():
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--dump", help="shape name or 'all': list measured configs fastest first")
     ap.add_argument("--dump-top", type=int, default=25, help="rows per shape in --dump (0 = all)")
+    ap.add_argument("--fidelity", metavar="ARCH",
+                    help="also report the cost model's fidelity over every timed config, planning for "
+                         "ARCH (needs the carver Python package: pip install ./crates/carver-py)")
     ap.add_argument("--json", help="write the scores to this JSON file")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -217,7 +220,17 @@ def main():
         out[label] = {"summary": sm, "shapes": {sh["name"]: sc for sh, sc in rows}}
     if args.dump:
         dump(sweep, args.dump, args.dump_top, picks_by_label, args.topk)
-    if not picks_by_label and not args.dump:
+    if args.fidelity:
+        try:
+            import carver
+        except ImportError as e:
+            raise SystemExit(f"error: --fidelity needs the carver package ({e}): pip install ./crates/carver-py")
+        import fidelity as F
+
+        fid = F.sweep_fidelity(sweep, carver.price, args.fidelity)
+        F.print_fidelity(fid, f"--arch {args.fidelity}")
+        out["fidelity"] = fid
+    if not picks_by_label and not args.dump and not args.fidelity:
         print("nothing to score: give --picks, --carver-bin or --stored, or --dump")
     if args.json:
         with open(args.json, "w") as f:
