@@ -141,115 +141,46 @@ fn a_hugging_face_config_gives_the_layer() {
 
 #[test]
 fn bad_input_names_the_field_and_fails() {
-    let cases: [(&[&str], &str); 7] = [
+    // Each case is a command line: a whitespace-separated layer and what the error must name.
+    let cases = [
         (
-            &[
-                "--experts",
-                "8",
-                "--topk",
-                "9",
-                "--hidden",
-                "4096",
-                "--intermediate",
-                "14336",
-            ],
+            "--experts 8 --topk 9 --hidden 4096 --intermediate 14336",
             "topk",
         ),
         (
-            &[
-                "--experts",
-                "0",
-                "--topk",
-                "1",
-                "--hidden",
-                "4096",
-                "--intermediate",
-                "14336",
-            ],
-            "--experts",
+            "--experts 0 --topk 1 --hidden 4096 --intermediate 14336",
+            "experts",
         ),
         (
-            &[
-                "--experts",
-                "8",
-                "--topk",
-                "2",
-                "--hidden",
-                "4096",
-                "--intermediate",
-                "14336",
-                "--tp",
-                "3",
-            ],
+            "--experts 8 --topk 2 --hidden 4096 --intermediate 14336 --tp 3",
             "intermediate",
         ),
         (
-            &[
-                "--experts",
-                "8",
-                "--topk",
-                "2",
-                "--hidden",
-                "4096",
-                "--intermediate",
-                "14336",
-                "--dtype",
-                "int4",
-            ],
+            "--experts 8 --topk 2 --hidden 4096 --intermediate 14336 --dtype int4",
             "dtype",
         ),
         (
-            &[
-                "--experts",
-                "8",
-                "--topk",
-                "2",
-                "--hidden",
-                "4096",
-                "--intermediate",
-                "14336",
-                "--dtype",
-                "fp8_w8a8",
-                "--block-shape",
-                "64,64",
-            ],
+            "--experts 8 --topk 2 --hidden 4096 --intermediate 14336 --dtype fp8_w8a8 --block-shape 64,64",
             "block_shape",
         ),
         (
-            &[
-                "--experts",
-                "8",
-                "--topk",
-                "2",
-                "--hidden",
-                "4096",
-                "--intermediate",
-                "14336",
-                "--arch",
-                "h999",
-            ],
+            "--experts 8 --topk 2 --hidden 4096 --intermediate 14336 --arch h999",
             "h999",
         ),
         (
-            &[
-                "--experts",
-                "8",
-                "--topk",
-                "2",
-                "--hidden",
-                "4096",
-                "--intermediate",
-                "14336",
-                "--batch-sizes",
-                "1,1",
-            ],
+            "--experts 8 --topk 2 --hidden 4096 --intermediate 14336 --batch-sizes 1,1",
             "batch_sizes",
         ),
     ];
-    for (args, field) in cases {
-        carver().arg("moe").args(args).assert().failure().stderr(
-            predicate::str::contains(field).and(predicate::str::contains("panicked").not()),
-        );
+    for (line, field) in cases {
+        carver()
+            .arg("moe")
+            .args(line.split_whitespace())
+            .assert()
+            .failure()
+            .stderr(
+                predicate::str::contains(field).and(predicate::str::contains("panicked").not()),
+            );
     }
     let dir = tempfile::tempdir().unwrap();
     let hist = dir.path().join("routing.json");
