@@ -237,8 +237,20 @@ def test_explored_neighbours_are_timed_and_can_win(tmp_path):
             # fastest: BLOCK_SIZE_K 128 (carver's picks all have 64)
             return [5.0 if c["BLOCK_SIZE_K"] == 128 else 10.0 for c in configs]
 
-    meas = Meas()
-    res = run(tmp_path, meas=meas, batch_sizes=[1, 64], explore=6)
+    class WholeRanking(FakeRec):
+        """carver's ranking: its four picks, then the rest of a legal space."""
+
+        def __call__(self, problem, arch, batch_sizes, candidates):
+            self.calls.append((arch, list(batch_sizes), candidates))
+            rest = [c for c in tuner_space() if c not in CANDS]
+            ranked = (CANDS + rest)[:candidates]
+            return {"file_name": "f.json", "device_name": DEV, "seconds": 0.0,
+                    "batches": {m: [{"config": c, "predicted_us": 1.0} for c in ranked] for m in batch_sizes}}
+
+    meas, rec = Meas(), WholeRanking()
+    res = run(tmp_path, meas=meas, rec=rec, batch_sizes=[1, 64], explore=6)
+    # exploration asks for carver's whole ranking, and times only the first picks of it
+    assert rec.calls[0][2] == mt.RANKED_FOR_EXPLORE
     for timed in meas.timed:
         assert len(timed) == 4 + 6 and len(set(timed)) == len(timed)
     for m in (1, 64):
@@ -252,3 +264,10 @@ def test_explore_must_be_a_non_negative_integer(tmp_path):
     for bad in (-1, 1.5, True):
         with pytest.raises(mt.InvalidInputError, match="explore"):
             run(tmp_path, explore=bad)
+
+
+def test_neighbours_come_only_from_carvers_ranking(tmp_path):
+    # A ranking of only the four picks leaves nothing to explore: no config of a rule of its own.
+    meas = FakeMeas()
+    run(tmp_path, meas=meas, batch_sizes=[1], explore=8)
+    assert len(meas.prepared[0]) == 4

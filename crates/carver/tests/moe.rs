@@ -2,8 +2,8 @@
 
 use carver::TopK;
 use carver::moe::{
-    BATCH_SIZES, Engine, MoeDtype, MoeTemplate, Routing, check_moe_config, config_file_name,
-    legal_space, recommend_moe, recommend_moe_file, whole_space, would_spill,
+    BATCH_SIZES, Engine, MoeDtype, MoeTemplate, Routing, are_twins, check_moe_config,
+    config_file_name, legal_space, recommend_moe, recommend_moe_file, whole_space, would_spill,
 };
 use carver_arch::HardwareDb;
 use proptest::prelude::*;
@@ -127,6 +127,30 @@ fn spilling_configs_stay_in_the_space_but_are_never_recommended() {
 }
 
 #[test]
+fn group_size_twins_do_not_crowd_the_top_k() {
+    let db = db();
+    let h100 = db.get("h100").unwrap();
+    let t = MoeTemplate::new(8, 2, 4096, 14336).with_tp(2);
+    // At M = 1 every expert has one row block: GROUP_SIZE_M changes nothing the model prices.
+    let hints = recommend_moe(&t, h100, 1, TopK::new(8).unwrap()).unwrap();
+    for (i, h) in hints.iter().enumerate() {
+        for a in &hints[..i] {
+            assert!(
+                !are_twins((a.time_us, &a.config), (h.time_us, &h.config)),
+                "{:?} and {:?}",
+                a.config,
+                h.config
+            );
+        }
+    }
+    // The file's choice is the fastest predicted config, twins or not.
+    let all = recommend_moe(&t, h100, 1, TopK::new(1024).unwrap()).unwrap();
+    let fastest = all.iter().map(|h| h.time_us).fold(f64::INFINITY, f64::min);
+    assert_eq!(hints[0].time_us, fastest);
+    assert_eq!(hints[0].config, all[0].config);
+}
+
+#[test]
 fn bad_layers_name_their_field() {
     let db = db();
     let h100 = db.get("h100").unwrap();
@@ -196,6 +220,16 @@ proptest! {
             let tokens = (m * u64::from(topk)) as f64;
             prop_assert!(h.gate_up.padded_rows >= tokens * (1.0 - 1e-9), "{} < {tokens}", h.gate_up.padded_rows);
         }
-        prop_assert!(hints.windows(2).all(|w| w[0].time_us <= w[1].time_us + 1e-9));
+        // The fastest first; twins of a config ranked above them come after every config that
+        // has none; each part in time order.
+        prop_assert!(hints.iter().all(|h| hints[0].time_us <= h.time_us + 1e-9));
+        let twin_above: Vec<bool> = (0..hints.len())
+            .map(|i| hints[..i].iter().any(|a| are_twins((a.time_us, &a.config), (hints[i].time_us, &hints[i].config))))
+            .collect();
+        prop_assert!(twin_above.windows(2).all(|w| w[0] <= w[1]), "{twin_above:?}");
+        for part in [false, true] {
+            let times: Vec<f64> = hints.iter().zip(&twin_above).filter(|(_, t)| **t == part).map(|(h, _)| h.time_us).collect();
+            prop_assert!(times.windows(2).all(|w| w[0] <= w[1] + 1e-9));
+        }
     }
 }

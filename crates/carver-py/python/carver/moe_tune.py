@@ -464,6 +464,10 @@ _MOVES = (
 )
 
 
+# How much of carver's ranking exploration may draw neighbours from (its largest top-k).
+RANKED_FOR_EXPLORE = 1024
+
+
 def neighbours(config, legal_keys):
     """`config`'s structural neighbours that are in the legal space (`legal_keys`: config key ->
     config), nearest first."""
@@ -540,16 +544,21 @@ def tune(problem, output_dir, *, batch_sizes=BATCH_SIZES, candidates=8, explore=
     rec = None
     if todo:
         recommender = recommender or recommend
-        rec = recommender(problem, arch, todo, candidates)
+        # With exploration, carver's whole ranking: neighbours are taken only among the configs it
+        # ranks (legal on this GPU, none that would spill), never from a rule written here.
+        rec = recommender(problem, arch, todo, max(candidates, RANKED_FOR_EXPLORE) if explore else candidates)
         state["seconds"]["recommend"] = rec.get("seconds")
         missing = [m for m in todo if not rec["batches"].get(m)]
         if missing:
             raise TuneError(f"carver returned no configs for batch sizes {missing}")
         t_c = clock()
-        from .moe_kernel import config_key as _key, tuner_space
+        from .moe_kernel import config_key as _key
 
-        legal = {_key(c): c for c in tuner_space(dtype=problem.dtype, block_shape=problem.block_shape)}
-        extra = {m: explore_set(rec["batches"][m][:candidates], explore, legal) for m in todo}
+        extra = {}
+        for m in todo:
+            ranked = rec["batches"][m]
+            legal = {_key(h["config"]): h["config"] for h in ranked}
+            extra[m] = explore_set(ranked[:candidates], explore, legal)
         allc = [h["config"] for m in todo for h in rec["batches"][m][:candidates]]
         allc += [c for m in todo for c in extra[m]]
         compiled = measurer.prepare(allc) or {}

@@ -1,0 +1,56 @@
+"""Scores the installed carver's top-k against a stored MoE run, offline: for each (model, TP,
+batch size) of moe_results.json(.gz), carver's picks now against the run's measured times (the
+sweep's and the final re-timing's). A pick the run did not time counts as no help, so the
+best-of-k printed is a lower bound; the run's own figures are printed beside it.
+
+    python3 benches/moe/rescore.py benches/moe/runs/h200-2026-11-25-v2-holdout/moe_results.json.gz
+"""
+
+import argparse
+import gzip
+import json
+import math
+
+import carver
+from carver.moe_kernel import config_key
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(max(x, 1e-9)) for x in xs) / len(xs))
+
+
+def rescore(path, topk):
+    with (gzip.open(path) if path.endswith(".gz") else open(path)) as f:
+        doc = json.load(f)
+    now_top1, now_best, run_best, unmeasured = [], [], [], 0
+    for e in doc["entries"]:
+        p = e["problem"]
+        rec = carver.recommend_moe(p["experts"], p["topk"], p["hidden"], p["intermediate"], tp=p["tp"],
+                                   arch=doc["arch"], batch_sizes=[b["m"] for b in e["batches"]], candidates=topk)
+        for b, rb in zip(e["batches"], rec.batches):
+            measured = dict(b["sweep_us"])
+            measured.update(b["final_us"])
+            times = [measured.get(config_key(h.config)) for h in rb.hints]
+            unmeasured += sum(t is None for t in times)
+            ratios = [min(1.0, b["best_us"] / t) if t else 0.0 for t in times]
+            now_top1.append(ratios[0])
+            now_best.append(max(ratios))
+            run_best.append(b["scores"]["carver_best8"])
+    n = len(now_best)
+    print(f"{path}: {n} (model, TP, batch size) points; {unmeasured} of {topk * n} picks not timed in the run")
+    print(f"  the run's carver best-of-8:      geomean {geomean(run_best):.3f}, worst {min(run_best):.3f}")
+    print(f"  installed carver best-of-{topk}, at least: geomean {geomean(now_best):.3f}, worst {min(now_best):.3f}")
+    print(f"  installed carver top-1, at least:   geomean {geomean(now_top1):.3f}, worst {min(now_top1):.3f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="moe_results.json or .json.gz files")
+    ap.add_argument("--topk", type=int, default=8)
+    args = ap.parse_args()
+    for path in args.runs:
+        rescore(path, args.topk)
+
+
+if __name__ == "__main__":
+    main()
