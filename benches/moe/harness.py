@@ -106,8 +106,11 @@ def load_problems(path, which, only):
     return out
 
 
-def vllm_file(vdir, e, n, device):
-    p = os.path.join(vdir, f"E={e},N={n},device_name={device}.json")
+def vllm_file(vdir, e, n, device, dtype="bf16", block_shape=None):
+    sel = ",dtype=fp8_w8a8" if dtype == "fp8_w8a8" else ""
+    if block_shape:
+        sel += f",block_shape=[{block_shape[0]},{block_shape[1]}]"
+    p = os.path.join(vdir, f"E={e},N={n},device_name={device}{sel}.json")
     if not os.path.exists(p):
         return None, None
     with open(p) as f:
@@ -124,10 +127,11 @@ def nearest(table, m):
 # carver (every call to carver.recommend_moe goes through carver.moe_tune.recommend)
 # ---------------------------------------------------------------------------------------------
 
-def carver_picks(mt, prob, arch, batches, k):
+def carver_picks(mt, prob, arch, batches, k, dtype="bf16", block_shape=None):
     t0 = time.perf_counter()
     try:
-        p = mt.Problem(prob["experts"], prob["topk"], prob["hidden"], prob["intermediate"], tp=prob["tp"])
+        p = mt.Problem(prob["experts"], prob["topk"], prob["hidden"], prob["intermediate"], tp=prob["tp"],
+                       dtype=dtype, block_shape=block_shape)
         rec = mt.recommend(p, arch, batches, k)
         return {"file_name": rec["file_name"], "device_name": rec["device_name"], "seconds": rec["seconds"],
                 "batches": {m: [h["config"] for h in rec["batches"].get(m, [])] for m in batches},
@@ -179,14 +183,24 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
     t_entry = time.perf_counter()
     E, K, N, topk = prob["experts"], prob["hidden"], prob["n"], prob["topk"]
     g = torch.Generator(device="cuda").manual_seed(args.seed)
-    w1 = torch.randn((E, 2 * N, K), generator=g, device="cuda", dtype=torch.bfloat16) * (K ** -0.5)
-    w2 = torch.randn((E, K, N), generator=g, device="cuda", dtype=torch.bfloat16) * (N ** -0.5)
-    wbytes = (w1.numel() + w2.numel()) * 2
+    # fp8 layers keep bf16 activations and quantise them per launch (as vLLM's w8a8 does)
+    base = torch.float16 if args.dtype == "fp16" else torch.bfloat16
+    w1 = torch.randn((E, 2 * N, K), generator=g, device="cuda", dtype=base) * (K ** -0.5)
+    w2 = torch.randn((E, K, N), generator=g, device="cuda", dtype=base) * (N ** -0.5)
+    wbytes = (w1.numel() + w2.numel()) * (1 if args.dtype == "fp8_w8a8" else 2)
     copies = 1 if wbytes >= 100e6 else min(8, max(2, math.ceil(200e6 / wbytes)))
     w1s, w2s = [w1], [w2]
     for i in range(1, copies):
         w1s.append(w1.roll(i, dims=0).contiguous())
         w2s.append(w2.roll(i, dims=0).contiguous())
+    s1s = s2s = None
+    if args.dtype == "fp8_w8a8":
+        q1 = [mk.quantize_weights_fp8(w, args.block_shape) for w in w1s]
+        q2 = [mk.quantize_weights_fp8(w, args.block_shape) for w in w2s]
+        del w1, w2
+        w1s, s1s = [a for a, _ in q1], [b for _, b in q1]
+        w2s, s2s = [a for a, _ in q2], [b for _, b in q2]
+        del q1, q2
     rec = {"label": prob["label"], "problem": {k: prob[k] for k in ("name", "experts", "topk", "hidden",
                                                                       "intermediate", "tp", "n")},
            "weight_bytes": wbytes, "weight_copies": copies, "batches": []}
@@ -204,9 +218,12 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
         left_s = budget_s - (t_m - t_entry)
         per_m_budget = max(1.0, left_s * costs[mi] / sum(costs[mi:]))
         x = torch.randn((m, K), generator=torch.Generator(device="cuda").manual_seed(args.seed * 1000 + m),
-                        device="cuda", dtype=torch.bfloat16)
+                        device="cuda", dtype=base)
         tw, ti = mk.random_routing(m, E, topk, seed=args.seed * 1000 + m)
-        run = mk.LayerRunner(x, w1s, w2s, tw, ti)
+        if args.dtype == "fp8_w8a8":
+            run = mk.Fp8LayerRunner(x, w1s, w2s, s1s, s2s, tw, ti, args.block_shape)
+        else:
+            run = mk.LayerRunner(x, w1s, w2s, tw, ti)
 
         def launcher(cfg):
             def go(_r):
@@ -322,7 +339,7 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
             + (f" (truncated at {truncated})" if truncated else "") + (f"; WRONG {sorted(bad)}" if bad else "")
             + f"; {brec['seconds']:.1f}s, entry ETA {spent / (mi + 1) * left:.0f}s")
         results_doc["_flush"]()
-    del w1s, w2s, w1, w2
+    del w1s, w2s
     torch.cuda.empty_cache()
     rec["seconds"] = time.perf_counter() - t_entry
     return rec
@@ -332,12 +349,15 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
 # The refinement (moe_tune) as a subprocess with a cold Triton cache
 # ---------------------------------------------------------------------------------------------
 
-def run_tune(prob, out_dir, arch, batches, timeout):
+def run_tune(prob, out_dir, arch, batches, timeout, dtype="bf16", block_shape=None):
     tdir = os.path.join(out_dir, "tune")
     cache = tempfile.mkdtemp(prefix="moe-tune-triton-")
     cmd = [sys.executable, "-m", "carver.moe_tune", "--experts", str(prob["experts"]), "--topk", str(prob["topk"]),
            "--hidden", str(prob["hidden"]), "--intermediate", str(prob["intermediate"]), "--tp", str(prob["tp"]),
-           "--output", tdir, "--candidates", "8", "--batch-sizes", ",".join(str(b) for b in batches)]
+           "--output", tdir, "--candidates", "8", "--batch-sizes", ",".join(str(b) for b in batches),
+           "--dtype", dtype]
+    if block_shape:
+        cmd += ["--block-shape", f"{block_shape[0]},{block_shape[1]}"]
     if arch:
         cmd += ["--arch", arch]
     env = dict(os.environ, TRITON_CACHE_DIR=cache, PYTHONUNBUFFERED="1")
@@ -414,7 +434,10 @@ def parse_args(argv=None):
     ap.add_argument("--top", type=int, default=5, help="sweep configs re-timed in the final rounds")
     ap.add_argument("--final-rounds", type=int, default=5)
     ap.add_argument("--final-reps", type=int, default=5)
-    ap.add_argument("--tol", type=float, default=2e-2)
+    ap.add_argument("--tol", type=float, help="relative error allowed (default 2e-2; 6e-2 for fp8)")
+    ap.add_argument("--dtype", choices=("bf16", "fp16", "fp8_w8a8"), default="bf16",
+                    help="weights and activations (fp8_w8a8: e4m3 weights, activations quantised per launch)")
+    ap.add_argument("--block-shape", help="fp8 block scales, e.g. 128,128 (default: per-tensor scales)")
     ap.add_argument("--arch", help="carver arch (default: from the device name)")
     ap.add_argument("--tune-model", default="mixtral-8x7b/tp2", help="model/tpN for moe_tune; 'none' to skip")
     ap.add_argument("--tune-timeout", type=float, default=300.0)
@@ -430,6 +453,15 @@ def parse_args(argv=None):
         args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")] if args.batch_sizes else None
     except ValueError:
         ap.error("--group-sizes and --batch-sizes take comma-separated integers")
+    if args.block_shape is not None:
+        try:
+            args.block_shape = [int(x) for x in args.block_shape.split(",")]
+        except ValueError:
+            ap.error("--block-shape takes two integers, e.g. 128,128")
+        if args.dtype != "fp8_w8a8" or len(args.block_shape) != 2:
+            ap.error("--block-shape takes two integers and needs --dtype fp8_w8a8")
+    if args.tol is None:
+        args.tol = 6e-2 if args.dtype == "fp8_w8a8" else 2e-2
     if args.quick:
         args.models = args.models or ",".join(QUICK_MODELS)
         args.batch_sizes = args.batch_sizes or list(QUICK_BATCHES)
@@ -439,7 +471,8 @@ def parse_args(argv=None):
 
 
 def sweep_space(mk, smem, args):
-    space = mk.tuner_space(smem_limit=smem, group_sizes=args.group_sizes)
+    space = mk.tuner_space(smem_limit=smem, dtype=args.dtype, group_sizes=args.group_sizes,
+                           block_shape=args.block_shape)
     if args.sweep_configs and args.sweep_configs < len(space):
         rng = random.Random(args.seed + 12345)
         space = rng.sample(space, args.sweep_configs)
@@ -472,7 +505,10 @@ def main(argv=None):
                       "smem_optin": smem, "l2_bytes": getattr(props, "L2_cache_size", None)},
            "versions": {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0]},
            "args": {k: v for k, v in vars(args).items()}, "arch": arch, "batch_sizes": batches,
-           "timing_note": "two GEMM launches of the layer per timed rep; align step and SiLU-and-mul excluded",
+           "timing_note": ("two GEMM launches of the layer per timed rep; align step and SiLU-and-mul excluded"
+                           if args.dtype != "fp8_w8a8" else
+                           "the whole fp8 layer per timed rep: activation quantisation, both GEMMs, SiLU-and-mul "
+                           "and the top-k sum; align step excluded"),
            "sweep": {"legal_space": len(mk.tuner_space(smem_limit=smem)),
                      "legal_space_groups": len(mk.tuner_space(smem_limit=smem, group_sizes=args.group_sizes)),
                      "swept": len(sweep), "configs": [mk.config_key(c) for c in sweep]},
@@ -494,9 +530,9 @@ def main(argv=None):
     picks = {}
     total_carver = 0.0
     for p in problems:
-        cp = carver_picks(mt, p, arch, batches, 8)
+        cp = carver_picks(mt, p, arch, batches, 8, args.dtype, args.block_shape)
         total_carver += cp.get("seconds") or 0.0
-        vpath, vtab = vllm_file(args.vllm_configs, p["experts"], p["n"], device)
+        vpath, vtab = vllm_file(args.vllm_configs, p["experts"], p["n"], device, args.dtype, args.block_shape)
         picks[p["label"]] = {"carver": cp, "vllm_path": vpath, "vllm": vtab}
         doc["carver"][p["label"]] = {k: v for k, v in cp.items() if k != "batches"}
         doc["carver"][p["label"]]["configs"] = {str(m): [mk.config_key(c) for c in cs]
@@ -511,7 +547,7 @@ def main(argv=None):
         def f(m):
             pk = picks[p["label"]]
             return {"carver": pk["carver"]["batches"].get(m, []),
-                    "default": mk.default_config(m, p["experts"]),
+                    "default": mk.default_config(m, p["experts"], args.dtype, args.block_shape),
                     "vllm": nearest(pk["vllm"], m) if pk["vllm"] else None}
         return f
 
@@ -522,7 +558,7 @@ def main(argv=None):
         tp_match = [p for p in problems if p["label"] == args.tune_model]
         if tp_match:
             tp = tp_match[0]
-            t = run_tune(tp, args.out, args.arch, batches, args.tune_timeout)
+            t = run_tune(tp, args.out, args.arch, batches, args.tune_timeout, args.dtype, args.block_shape)
             t["label"] = tp["label"]
             doc["tune"] = t
             tuned = {m: parse_config_key(k) for m, k in t["winners"].items()}
@@ -549,7 +585,7 @@ def main(argv=None):
     t_c = time.perf_counter()
     n_uniq = len({mk.config_key(c) for c in allc})
     log(f"phase 1: compiling {n_uniq} distinct configs on {args.workers} workers (cache {cache_dir})")
-    res = mt.precompile(allc, "bf16", None, args.workers, log)
+    res = mt.precompile(allc, args.dtype, args.block_shape, args.workers, log)
     nfail = sum(1 for r in res.values() if not r.get("ok"))
     COMPILE_FAILED.update(k for k, r in res.items() if not r.get("ok"))
     doc["compile"] = {"configs": n_uniq, "failed": nfail, "seconds": time.perf_counter() - t_c,

@@ -465,3 +465,33 @@ class LayerRunner:
         j = i % len(self.w1s)
         return fused_moe(self.x, self.w1s[j], self.w2s[j], self.tw.view(self.tokens, self.topk), self.ti, cfg,
                          aligned=self.aligned(cfg["BLOCK_SIZE_M"]))
+
+
+class Fp8LayerRunner:
+    """LayerRunner's interface for fp8 w8a8 weights (`quantize_weights_fp8`): `launch(cfg, i)`
+    runs the whole layer on weight copy i, the activations' quantisation between the GEMMs
+    included (the layer performs it on every call)."""
+
+    def __init__(self, x, w1s, w2s, s1s, s2s, topk_weights, topk_ids, block_shape=None):
+        self.x, self.w1s, self.w2s, self.s1s, self.s2s = x, list(w1s), list(w2s), list(s1s), list(s2s)
+        self.tw, self.ti, self.block_shape = topk_weights, topk_ids, block_shape
+        self._aligned = {}
+
+    def aligned(self, bm):
+        if bm not in self._aligned:
+            self._aligned[bm] = align_block_size(self.ti, bm, self.w1s[0].shape[0])
+        return self._aligned[bm]
+
+    def launch(self, cfg, i=0):
+        self.layer(cfg, i)
+
+    def layer(self, cfg, i=0):
+        j = i % len(self.w1s)
+        return fused_moe(self.x, self.w1s[j], self.w2s[j], self.tw, self.ti, cfg,
+                         aligned=self.aligned(cfg["BLOCK_SIZE_M"]), w1_scale=self.s1s[j], w2_scale=self.s2s[j],
+                         block_shape=self.block_shape)
+
+    def reference(self):
+        return moe_reference(self.x, self.w1s[0], self.w2s[0], self.tw, self.ti, self.s1s[0], self.s2s[0],
+                             self.block_shape)
+

@@ -374,7 +374,7 @@ class GpuMeasurer:
         x = torch.randn((m, p.hidden), generator=g, device="cuda", dtype=base)
         tw, ti = mk.random_routing(m, p.experts, p.topk, seed=self.seed * 100003 + m)
         if p.dtype == "fp8_w8a8":
-            self._runner = _Fp8Runner(mk, x, w1s, w2s, s1, s2, tw, ti, p.block_shape)
+            self._runner = mk.Fp8LayerRunner(x, w1s, w2s, s1, s2, tw, ti, p.block_shape)
         else:
             self._runner = mk.LayerRunner(x, w1s, w2s, tw, ti)
         self._runner_m = m
@@ -421,30 +421,6 @@ class GpuMeasurer:
         err = mk.rel_error(out, ref)
         del ref
         return err
-
-
-class _Fp8Runner:
-    def __init__(self, mk, x, w1s, w2s, s1, s2, tw, ti, block_shape):
-        self.mk, self.x, self.w1s, self.w2s, self.s1, self.s2 = mk, x, w1s, w2s, s1, s2
-        self.tw, self.ti, self.bs = tw, ti, block_shape
-        self._aligned = {}
-
-    def launch(self, cfg, i=0):
-        j = i % len(self.w1s)
-        bm = cfg["BLOCK_SIZE_M"]
-        if bm not in self._aligned:
-            self._aligned[bm] = self.mk.align_block_size(self.ti, bm, self.w1s[0].shape[0])
-        # fp8 timing includes the activation quantisation the layer performs between GEMMs
-        self.mk.fused_moe(self.x, self.w1s[j], self.w2s[j], self.tw, self.ti, cfg, aligned=self._aligned[bm],
-                          w1_scale=self.s1[j], w2_scale=self.s2[j], block_shape=self.bs)
-
-    def layer(self, cfg, i=0):
-        j = i % len(self.w1s)
-        return self.mk.fused_moe(self.x, self.w1s[j], self.w2s[j], self.tw, self.ti, cfg, w1_scale=self.s1[j],
-                                 w2_scale=self.s2[j], block_shape=self.bs)
-
-    def reference(self):
-        return self.mk.moe_reference(self.x, self.w1s[0], self.w2s[0], self.tw, self.ti, self.s1[0], self.s2[0], self.bs)
 
 
 # ---------------------------------------------------------------------------------------------
