@@ -78,6 +78,10 @@ _INTERP = textwrap.dedent("""
         err = mk.rel_error(out, mk.moe_reference(x, q1, q2, tw, ti, s1, s2, bs))
         print("fp8", bs, err)
         assert err < 2e-3, err
+        # BLOCK_SIZE_K above the scale block runs as the scale block's K (vLLM's rule)
+        wide = dict(cfg, BLOCK_SIZE_K=256)
+        assert mk.rel_error(mk.fused_moe(x, q1, q2, tw, ti, wide, w1_scale=s1, w2_scale=s2, block_shape=bs),
+                            mk.moe_reference(x, q1, q2, tw, ti, s1, s2, bs)) < 2e-3
         # the harness's and moe_tune's timing runner computes the same layer, on any weight copy
         run = mk.Fp8LayerRunner(x, [q1, q1], [q2, q2], [s1, s1], [s2, s2], tw, ti, bs)
         assert mk.rel_error(run.layer(cfg, 1), out) < 1e-6

@@ -271,3 +271,16 @@ def test_neighbours_come_only_from_carvers_ranking(tmp_path):
     meas = FakeMeas()
     run(tmp_path, meas=meas, batch_sizes=[1], explore=8)
     assert len(meas.prepared[0]) == 4
+
+
+@pytest.mark.parametrize("dtype,block_shape", [("bf16", None), ("fp8_w8a8", None), ("fp8_w8a8", [128, 128])])
+def test_carvers_ranking_lies_in_the_kernels_space(dtype, block_shape):
+    # The same rules twice, in Rust (carver's space) and here (the kernel's and the harness's):
+    # every config carver ranks must be one the kernel's space holds, on the H100's shared memory.
+    import carver
+
+    rec = carver.recommend_moe(8, 2, 4096, 14336, tp=2, dtype=dtype, block_shape=block_shape, arch="h100",
+                               batch_sizes=[1, 4096], candidates=1024)
+    space = {config_key(c) for c in tuner_space(smem_limit=232448, dtype=dtype, block_shape=block_shape)}
+    ranked = {config_key(h.config) for b in rec.batches for h in b.hints}
+    assert ranked and ranked <= space, sorted(ranked - space)[:5]

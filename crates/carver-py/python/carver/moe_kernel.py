@@ -111,23 +111,31 @@ def smem_bytes(cfg, elem_bytes=2):
 
 def tuner_space(smem_limit=DEFAULT_SMEM_LIMIT, dtype="bf16", group_sizes=None, block_shape=None):
     """vLLM's tuner space filtered by shared memory (the legal space carver ranks), in a fixed
-    order. `group_sizes` narrows GROUP_SIZE_M; fp8 with block scales keeps BLOCK_SIZE_K dividing
-    the scale block's K."""
+    order. `group_sizes` narrows GROUP_SIZE_M; fp8 with [bn, bk] block scales keeps, as vLLM's
+    tuner does, BLOCK_SIZE_N a multiple of bn and BLOCK_SIZE_K a multiple of bk (the kernel then
+    runs BLOCK_SIZE_K = bk, as vLLM's does: `effective_block_k`)."""
     elem = 1 if dtype == "fp8_w8a8" else 2
     out = []
     for bm in TUNER_SPACE["BLOCK_SIZE_M"]:
         for bn in TUNER_SPACE["BLOCK_SIZE_N"]:
             for bk in TUNER_SPACE["BLOCK_SIZE_K"]:
-                if block_shape is not None and block_shape[1] % bk:
+                if block_shape is not None and (bk % block_shape[1] or bn % block_shape[0]):
                     continue
                 for g in (group_sizes or TUNER_SPACE["GROUP_SIZE_M"]):
                     for w in TUNER_SPACE["num_warps"]:
                         for s in TUNER_SPACE["num_stages"]:
                             c = {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk,
                                  "GROUP_SIZE_M": g, "num_warps": w, "num_stages": s}
-                            if smem_bytes(c, elem) <= smem_limit:
+                            run = dict(c, BLOCK_SIZE_K=effective_block_k(bk, block_shape))
+                            if smem_bytes(run, elem) <= smem_limit:
                                 out.append(c)
     return out
+
+
+def effective_block_k(block_k, block_shape=None):
+    """The BLOCK_SIZE_K a launch runs: with [bn, bk] block scales at most bk, so that one K step
+    reads one scale per row (vLLM's fused MoE lowers it the same way)."""
+    return min(block_k, int(block_shape[1])) if block_shape else block_k
 
 
 def default_config(m, experts, dtype="bf16", block_shape=None):
@@ -244,7 +252,8 @@ def invoke_gemm(a, w, c, routed_w, sorted_ids, expert_ids, num_post_padded, top_
         N, K, em, num_valid, top_k, 1 if mul_routed else 0,
         a.stride(0), a.stride(1), w.stride(0), w.stride(1), w.stride(2), c.stride(0), c.stride(1),
         s_am, s_ak, s_we, s_wn, s_wk,
-        BLOCK_SIZE_M=bm, BLOCK_SIZE_N=cfg["BLOCK_SIZE_N"], BLOCK_SIZE_K=cfg["BLOCK_SIZE_K"],
+        BLOCK_SIZE_M=bm, BLOCK_SIZE_N=cfg["BLOCK_SIZE_N"],
+        BLOCK_SIZE_K=effective_block_k(cfg["BLOCK_SIZE_K"], block_shape if quant == 2 else None),
         GROUP_SIZE_M=cfg["GROUP_SIZE_M"], QUANT=quant, GROUP_N=gn, GROUP_K=gk,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
