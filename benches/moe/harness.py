@@ -188,19 +188,9 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
     w1 = torch.randn((E, 2 * N, K), generator=g, device="cuda", dtype=base) * (K ** -0.5)
     w2 = torch.randn((E, K, N), generator=g, device="cuda", dtype=base) * (N ** -0.5)
     wbytes = (w1.numel() + w2.numel()) * (1 if args.dtype == "fp8_w8a8" else 2)
-    copies = 1 if wbytes >= 100e6 else min(8, max(2, math.ceil(200e6 / wbytes)))
-    w1s, w2s = [w1], [w2]
-    for i in range(1, copies):
-        w1s.append(w1.roll(i, dims=0).contiguous())
-        w2s.append(w2.roll(i, dims=0).contiguous())
-    s1s = s2s = None
-    if args.dtype == "fp8_w8a8":
-        q1 = [mk.quantize_weights_fp8(w, args.block_shape) for w in w1s]
-        q2 = [mk.quantize_weights_fp8(w, args.block_shape) for w in w2s]
-        del w1, w2
-        w1s, s1s = [a for a, _ in q1], [b for _, b in q1]
-        w2s, s2s = [a for a, _ in q2], [b for _, b in q2]
-        del q1, q2
+    w1s, w2s, s1s, s2s = mk.timing_weights(w1, w2, args.dtype, args.block_shape)
+    del w1, w2
+    copies = len(w1s)
     rec = {"label": prob["label"], "problem": {k: prob[k] for k in ("name", "experts", "topk", "hidden",
                                                                       "intermediate", "tp", "n")},
            "weight_bytes": wbytes, "weight_copies": copies, "batches": []}

@@ -104,3 +104,15 @@ def test_config_checks():
     with pytest.raises(mk.InvalidInputError, match="power of two"):
         mk.check_config(dict(BLOCK_SIZE_M=48, BLOCK_SIZE_N=32, BLOCK_SIZE_K=64, GROUP_SIZE_M=1, num_warps=4,
                              num_stages=3))
+
+
+def test_timing_weights_rotate_copies_and_quantise_for_fp8():
+    _, w1, w2, _, _ = mk.random_problem(1, 4, 2, 64, 32, dtype="bf16", seed=1, device="cpu")
+    w1s, w2s, s1, s2 = mk.timing_weights(w1, w2)
+    # tiny weights: as many copies as allowed, each the experts rolled by one more
+    assert len(w1s) == len(w2s) == 8 and s1 is None and s2 is None
+    assert torch.equal(w1s[1], w1.roll(1, dims=0)) and torch.equal(w2s[3], w2.roll(3, dims=0))
+    q1s, q2s, s1s, s2s = mk.timing_weights(w1, w2, "fp8_w8a8", [32, 32])
+    assert q1s[0].dtype == torch.float8_e4m3fn and len(s1s) == len(q1s) == 8
+    q, s = mk.quantize_weights_fp8(w1.roll(2, dims=0), [32, 32])
+    assert torch.equal(q1s[2].view(torch.uint8), q.view(torch.uint8)) and torch.equal(s1s[2], s)

@@ -504,3 +504,20 @@ class Fp8LayerRunner:
         return moe_reference(self.x, self.w1s[0], self.w2s[0], self.tw, self.ti, self.s1s[0], self.s2s[0],
                              self.block_shape)
 
+
+def timing_weights(w1, w2, dtype="bf16", block_shape=None):
+    """The weights a timing loop rotates through: copies (experts rolled) until together they
+    are well beyond the L2, so back-to-back launches read them from DRAM as a model's layers do
+    (one copy at 100 MB or more, else enough for about 200 MB, 2 to 8), quantised to e4m3 for
+    fp8 w8a8. Returns (w1s, w2s, w1_scales, w2_scales); the scales are None unless fp8."""
+    elem = 1 if dtype == "fp8_w8a8" else w1.element_size()
+    size = (w1.numel() + w2.numel()) * elem
+    copies = 1 if size >= 100e6 else min(8, max(2, math.ceil(200e6 / size)))
+    w1s = [w1] + [w1.roll(i, dims=0).contiguous() for i in range(1, copies)]
+    w2s = [w2] + [w2.roll(i, dims=0).contiguous() for i in range(1, copies)]
+    if dtype != "fp8_w8a8":
+        return w1s, w2s, None, None
+    q1 = [quantize_weights_fp8(w, block_shape) for w in w1s]
+    q2 = [quantize_weights_fp8(w, block_shape) for w in w2s]
+    return [q for q, _ in q1], [q for q, _ in q2], [s for _, s in q1], [s for _, s in q2]
+

@@ -348,19 +348,7 @@ class GpuMeasurer:
         torch, mk, p = self.torch, self.mk, self.p
         base = "bf16" if p.dtype == "fp8_w8a8" else p.dtype
         _, w1, w2, _, _ = mk.random_problem(1, p.experts, p.topk, p.hidden, p.n, dtype=base, seed=self.seed)
-        bytes_ = (w1.numel() + w2.numel()) * w1.element_size()
-        # copies rotated so that repeated launches do not run out of L2 (at least 2 below 100 MB)
-        copies = 1 if bytes_ >= 100e6 else min(8, max(2, math.ceil(200e6 / bytes_)))
-        w1s, w2s = [w1], [w2]
-        for i in range(1, copies):
-            w1s.append(w1.roll(i, dims=0).contiguous())
-            w2s.append(w2.roll(i, dims=0).contiguous())
-        s1 = s2 = None
-        if p.dtype == "fp8_w8a8":
-            q = [mk.quantize_weights_fp8(w, p.block_shape) for w in w1s]
-            r = [mk.quantize_weights_fp8(w, p.block_shape) for w in w2s]
-            w1s, s1 = [a for a, _ in q], [b for _, b in q]
-            w2s, s2 = [a for a, _ in r], [b for _, b in r]
+        w1s, w2s, s1, s2 = mk.timing_weights(w1, w2, p.dtype, p.block_shape)
         self._weights = (w1s, w2s, s1, s2)
         return self._weights
 
