@@ -533,44 +533,36 @@ def main(argv=None):
     doc["carver_seconds_total"] = total_carver
     log(f"carver answered {len(problems)} files in {total_carver * 1e3:.1f} ms")
 
-    def picks_for(p):
-        def f(m):
-            pk = picks[p["label"]]
-            return {"carver": pk["carver"]["batches"].get(m, []),
-                    "default": mk.default_config(m, p["experts"], args.dtype, args.block_shape),
-                    "vllm": nearest(pk["vllm"], m) if pk["vllm"] else None}
-        return f
-
     # ---- refinement (moe_tune, a cold Triton cache of its own) before the measurements, so its
     # winners are re-timed with the other picks ------------------------------------------------------
-    tuned = {}
+    tuned, tuned_label = {}, None
     if args.tune_model != "none":
         tp_match = [p for p in problems if p["label"] == args.tune_model]
         if tp_match:
             tp = tp_match[0]
             t = run_tune(tp, args.out, args.arch, batches, args.tune_timeout, args.dtype, args.block_shape)
-            t["label"] = tp["label"]
+            t["label"] = tuned_label = tp["label"]
             doc["tune"] = t
             tuned = {m: parse_config_key(k) for m, k in t["winners"].items()}
         else:
             log(f"--tune-model {args.tune_model} is not among this run's problems; refinement skipped")
 
-    def picks_for_all(p):
-        base = picks_for(p)
-
+    def picks_for(p):
         def f(m):
-            pk = base(m)
-            pk["tuned"] = tuned.get(m) if doc.get("tune", {}).get("label") == p["label"] else None
-            return pk
+            pk = picks[p["label"]]
+            return {"carver": pk["carver"]["batches"].get(m, []),
+                    "default": mk.default_config(m, p["experts"], args.dtype, args.block_shape),
+                    "vllm": nearest(pk["vllm"], m) if pk["vllm"] else None,
+                    "tuned": tuned.get(m) if p["label"] == tuned_label else None}
         return f
 
     # ---- compile -------------------------------------------------------------------------------
-    allc = list(sweep) + [c for c in tuned.values() if c]
+    allc = list(sweep)
     for p in problems:
         f = picks_for(p)
         for m in batches:
             pk = f(m)
-            allc += pk["carver"] + [pk["default"]] + ([pk["vllm"]] if pk["vllm"] else [])
+            allc += pk["carver"] + [c for c in (pk["default"], pk["vllm"], pk["tuned"]) if c]
     allc = [{k: c[k] for k in mk.CONFIG_KEYS} for c in allc]
     t_c = time.perf_counter()
     n_uniq = len({mk.config_key(c) for c in allc})
@@ -600,7 +592,7 @@ def main(argv=None):
             left = args.budget_s - (time.perf_counter() - t_meas)
             share = max(10.0, left * weights[i] / max(1, sum(weights[i:])))
             try:
-                ent = measure_entry(torch, mk, p, batches, sweep, picks_for_all(p), args, timer, share, doc)
+                ent = measure_entry(torch, mk, p, batches, sweep, picks_for(p), args, timer, share, doc)
             except Exception as e:  # noqa: BLE001 - one problem's failure does not end the run
                 log(f"ERROR {p['label']}: {type(e).__name__}: {e}")
                 traceback.print_exc()

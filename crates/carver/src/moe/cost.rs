@@ -164,23 +164,27 @@ pub(crate) fn time_of(
     Some(total)
 }
 
-/// The full per-GEMM prediction of `c`.
+/// One pricer per variant of `g` (`None` when the GPU has no peak for the problem's class).
+pub(crate) fn pricers_for<'a>(g: &'a GemmVariants, arch: &'a Arch) -> Option<Vec<Pricer<'a>>> {
+    g.variants
+        .iter()
+        .map(|v| Pricer::new(&TritonRules, &v.problem, arch))
+        .collect()
+}
+
+/// The full per-GEMM prediction of `c`, with `g`'s pricers (`pricers_for`).
 pub(crate) fn predict_gemm(
     c: &MoeConfig,
     g: &GemmVariants,
+    pricers: &[Pricer<'_>],
     p: &MoeProblem,
     arch: &Arch,
 ) -> Option<GemmPrediction> {
-    let pricers: Vec<Pricer<'_>> = g
-        .variants
-        .iter()
-        .map(|v| Pricer::new(&TritonRules, &v.problem, arch))
-        .collect::<Option<_>>()?;
-    let time = time_of(c, g, &pricers, p, arch)?;
+    let time = time_of(c, g, pricers, p, arch)?;
     let nearest = g
         .variants
         .iter()
-        .zip(&pricers)
+        .zip(pricers)
         .max_by(|a, b| a.0.weight.total_cmp(&b.0.weight))?;
     let tile = tile_of(c, &nearest.0.problem, p, arch)?;
     let res = resources_of(c, &tile, &nearest.0.problem, p, arch);

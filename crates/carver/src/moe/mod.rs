@@ -28,10 +28,9 @@ pub use template::{MoeDtype, MoeProblem, MoeTemplate, Routing};
 
 use crate::cost::Pricer;
 use crate::error::CarverError;
-use crate::family::TritonRules;
 use crate::template::MAX_DIM;
 use crate::topk::TopK;
-use cost::{GemmVariants, predict_gemm, time_of, variants};
+use cost::{GemmVariants, predict_gemm, pricers_for, time_of, variants};
 use space::BLOCK_M;
 
 /// The batch sizes vLLM's tuner writes (benchmark_moe.py, `batch_sizes` default).
@@ -79,8 +78,8 @@ pub fn recommend_moe(
     topk: TopK,
 ) -> Result<Vec<MoeHint>, CarverError> {
     let problem = template.validate(arch)?;
-    let legal = legal_space(&problem, arch);
-    rank_batch(&problem, &legal, arch, m, topk)
+    let rankable = rankable_space(&problem, arch);
+    rank_batch(&problem, &rankable, arch, m, topk)
 }
 
 /// Rankings for every batch size of `batch_sizes` (vLLM's tuner's [`BATCH_SIZES`] when `None`):
@@ -94,13 +93,13 @@ pub fn recommend_moe_file(
     let problem = template.validate(arch)?;
     let sizes = batch_sizes.unwrap_or(&BATCH_SIZES);
     check_batch_sizes(sizes, problem.topk)?;
-    let legal = legal_space(&problem, arch);
+    let rankable = rankable_space(&problem, arch);
     let batches = sizes
         .iter()
         .map(|&m| {
             Ok(MoeBatch {
                 m,
-                hints: rank_batch(&problem, &legal, arch, m, topk)?,
+                hints: rank_batch(&problem, &rankable, arch, m, topk)?,
             })
         })
         .collect::<Result<_, CarverError>>()?;
@@ -145,7 +144,12 @@ pub fn are_twins(a: (f64, &MoeConfig), b: (f64, &MoeConfig)) -> bool {
         (x.block_m, x.block_n, x.block_k, x.num_warps, x.num_stages)
             == (y.block_m, y.block_n, y.block_k, y.num_warps, y.num_stages)
     };
-    same_structure(a.1, b.1) && (a.0 - b.0).abs() <= 1e-9 * a.0.abs().max(b.0.abs())
+    same_structure(a.1, b.1) && same_time(a.0, b.0)
+}
+
+/// Predicted times the model does not tell apart (equal but for rounding).
+fn same_time(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 
 /// The ranking with every twin of a config ranked above it moved behind all configs that have
@@ -163,7 +167,7 @@ fn defer_twins(sorted: Vec<(f64, MoeConfig)>) -> Vec<(f64, MoeConfig)> {
         let twin_above = first
             .iter()
             .rev()
-            .take_while(|(u, _)| (t - u).abs() <= 1e-9 * t.abs().max(u.abs()))
+            .take_while(|(u, _)| same_time(t, *u))
             .any(|(u, d)| are_twins((t, &c), (*u, d)));
         if twin_above {
             twins.push((t, c));
@@ -175,9 +179,18 @@ fn defer_twins(sorted: Vec<(f64, MoeConfig)>) -> Vec<(f64, MoeConfig)> {
     first
 }
 
+/// The configs the recommender ranks for a layer: the legal space without those Triton would
+/// spill. It depends on the layer and the GPU, not the batch size, so a file works it out once.
+fn rankable_space(p: &MoeProblem, arch: &Arch) -> Vec<MoeConfig> {
+    legal_space(p, arch)
+        .into_iter()
+        .filter(|c| !would_spill(c, p, arch))
+        .collect()
+}
+
 fn rank_batch(
     p: &MoeProblem,
-    legal: &[MoeConfig],
+    rankable: &[MoeConfig],
     arch: &Arch,
     m: u64,
     topk: TopK,
@@ -193,20 +206,14 @@ fn rank_batch(
         .zip(&occupancy)
         .map(|(&bm, &occ)| Gemm::BOTH.map(|g| variants(p, g, m, bm, occ)))
         .collect();
+    // Every variant priced, or none: a missing pricer would leave a GEMM unpriced.
     let pricers: Vec<[Vec<Pricer<'_>>; 2]> = gemms
         .iter()
-        .map(|pair| {
-            pair.each_ref().map(|g| {
-                g.variants
-                    .iter()
-                    .filter_map(|v| Pricer::new(&TritonRules, &v.problem, arch))
-                    .collect()
-            })
-        })
-        .collect();
-    let mut priced: Vec<(f64, MoeConfig)> = legal
+        .map(|[gate_up, down]| Some([pricers_for(gate_up, arch)?, pricers_for(down, arch)?]))
+        .collect::<Option<_>>()
+        .ok_or_else(no_legal)?;
+    let mut priced: Vec<(f64, MoeConfig)> = rankable
         .iter()
-        .filter(|c| !would_spill(c, p, arch))
         .filter_map(|c| {
             let i = BLOCK_M.iter().position(|&bm| bm == c.block_m)?;
             let mut total = 0.0;
@@ -230,7 +237,8 @@ fn rank_batch(
                 .iter()
                 .position(|&bm| bm == c.block_m)
                 .ok_or_else(no_legal)?;
-            let [gate_up, down] = gemms[i].each_ref().map(|g| predict_gemm(&c, g, p, arch));
+            let [gate_up, down] =
+                [0, 1].map(|j| predict_gemm(&c, &gemms[i][j], &pricers[i][j], p, arch));
             let (gate_up, down) = gate_up.zip(down).ok_or_else(no_legal)?;
             Ok(MoeHint {
                 rank: rank + 1,
