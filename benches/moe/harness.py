@@ -250,6 +250,7 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
                     run.launch(c, 0)
                     torch.cuda.synchronize()
                     LOADED.add(key)
+                    results_doc["binaries"][key] = mk.last_binary_resources()
                 first = timer.run(launcher(c), 1)[0]
                 if first > args.early_stop * best:
                     sweep_t[key] = first
@@ -284,6 +285,7 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
             c = final.get(k) or by_key[k]
             try:
                 out = run.layer(c, 0)
+                results_doc["binaries"].setdefault(k, mk.last_binary_resources())
                 errs[k] = mk.rel_error(out, ref)
             except Exception as e:  # noqa: BLE001
                 errs[k] = None
@@ -508,7 +510,9 @@ def main(argv=None):
            "sweep": {"legal_space": len(mk.tuner_space(smem_limit=smem)),
                      "legal_space_groups": len(mk.tuner_space(smem_limit=smem, group_sizes=args.group_sizes)),
                      "swept": len(sweep), "configs": [mk.config_key(c) for c in sweep]},
-           "entries": [], "phases_s": {}, "carver": {}}
+           "entries": [], "phases_s": {}, "carver": {},
+           # registers and spills of each swept config's binaries, as Triton compiled them
+           "binaries": {}}
 
     def flush():
         doc["phases_s"]["total"] = time.perf_counter() - T0

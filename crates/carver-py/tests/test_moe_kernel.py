@@ -36,6 +36,27 @@ def test_align_empty_experts_and_one_token():
     assert s[0].item() == 1 and s[16].item() == 0 and (s[1:16] == 2).all()
 
 
+def test_align_sizes_sorted_ids_as_vllm():
+    # Fewer pairs than experts: each pair opens at most one block.
+    ids = torch.tensor([[7, 1], [5, 1]], dtype=torch.int32)
+    s, e, n = mk.align_block_size(ids, 16, 64)
+    assert s.numel() == 4 * 16 and e.numel() == 4 and int(n) == 48
+    # Otherwise numel + E * (BM - 1).
+    ids = torch.arange(12, dtype=torch.int32).reshape(6, 2) % 8
+    s, e, n = mk.align_block_size(ids, 16, 8)
+    assert s.numel() == 12 + 8 * 15
+
+
+def test_grid_rows_trims_like_vllm():
+    # gate/up at M 2, top-8, BM 16: A has 2 rows (< 16), so at most 2 * 8 blocks
+    assert mk.grid_rows(4096, 2, 8, 16) == 2 * 8 * 16
+    # ... but not at M 16 even though the 128 pairs would fit fewer blocks than sorted ids
+    assert mk.grid_rows(4096, 16, 8, 16) == 4096
+    # the down GEMM: A holds the pairs, top_k 1
+    assert mk.grid_rows(4096, 12, 1, 16) == 12 * 16
+    assert mk.grid_rows(100, 2, 8, 16) == 100
+
+
 def test_reference_matches_dense_loop():
     x, w1, w2, tw, ti = mk.random_problem(5, 4, 2, 32, 16, dtype="fp16", seed=1, device="cpu")
     ref = mk.moe_reference(x, w1, w2, tw, ti)

@@ -172,9 +172,11 @@ def random_routing(tokens, experts, topk, seed=0, device="cuda"):
 def align_block_size(topk_ids, block_m, experts):
     """Sort (token, slot) pairs by expert and pad each expert's run to a multiple of `block_m`.
 
-    Returns (sorted_ids int32 [numel + E * (block_m - 1)], expert_ids int32 [one per block of
-    sorted_ids], num_post_padded int32 [1]). Pair id = token * topk + slot; padding holds the
-    sentinel numel. Blocks past num_post_padded are never read (their programs exit)."""
+    Returns (sorted_ids int32 [numel + E * (block_m - 1)], or [numel * block_m] when there are
+    fewer pairs than experts, as vLLM's `moe_align_block_size` sizes it; expert_ids int32 [one
+    per block of sorted_ids], num_post_padded int32 [1]). Pair id = token * topk + slot; padding
+    holds the sentinel numel. The kernel's grid covers all of sorted_ids: blocks past
+    num_post_padded exit after one load."""
     torch = _torch()
     flat = topk_ids.reshape(-1).to(torch.int64)
     numel = flat.numel()
@@ -188,6 +190,9 @@ def align_block_size(topk_ids, block_m, experts):
     rank = torch.arange(numel, device=dev) - start_raw[sorted_exp]
     pos = start_pad[sorted_exp] + rank
     cap = numel + experts * (block_m - 1)
+    if numel < experts:
+        # Each pair opens at most one block.
+        cap = min(cap, numel * block_m)
     sorted_ids = torch.full((cap,), numel, dtype=torch.int32, device=dev)
     sorted_ids[pos] = order.to(torch.int32)
     blocks = (cap + block_m - 1) // block_m
@@ -214,6 +219,31 @@ def _dummy(device):
     return _DUMMIES[key]
 
 
+def grid_rows(sorted_len, rows, top_k, block_m):
+    """Rows of sorted ids the grid covers (EM), as vLLM's `invoke_fused_moe_kernel` trims it:
+    all of them, unless A has fewer rows than a block (tokens for gate/up; pairs for the down
+    GEMM, launched with top_k 1), when each of A's pairs opens at most one block."""
+    if rows < block_m:
+        return min(sorted_len, rows * top_k * block_m)
+    return sorted_len
+
+
+# The binary of the latest launch, per GEMM (gate/up: False, down: True); read by
+# `last_binary_resources`.
+_LAST_BINARY = {}
+
+
+def last_binary_resources():
+    """Registers per thread and spilled registers of the latest gate/up and down launches, as
+    Triton compiled them: {"gate_up": [regs, spills], "down": [...]} (None where unknown: not
+    launched yet, or Triton's interpreter)."""
+    out = {}
+    for routed, name in ((False, "gate_up"), (True, "down")):
+        b = _LAST_BINARY.get(routed)
+        out[name] = [getattr(b, "n_regs", None), getattr(b, "n_spills", None)] if b is not None else None
+    return out
+
+
 def invoke_gemm(a, w, c, routed_w, sorted_ids, expert_ids, num_post_padded, top_k, mul_routed,
                 cfg, a_scale=None, w_scale=None, block_shape=None, tokens=None):
     """One grouped GEMM launch: c[p] = a[p // top_k] @ w[expert(p)].T (times the routing weight
@@ -221,13 +251,10 @@ def invoke_gemm(a, w, c, routed_w, sorted_ids, expert_ids, num_post_padded, top_
     torch = _torch()
     kernel = _kernel()
     E, N, K = w.shape
-    num_valid = topk_ids_numel = c.shape[0]
+    num_valid = c.shape[0]
     bm = cfg["BLOCK_SIZE_M"]
-    em = sorted_ids.shape[0]
     rows = tokens if tokens is not None else a.shape[0]
-    # vLLM trims the grid when the batch is tiny: at most every pair in its own block.
-    if topk_ids_numel < bm:
-        em = min(em, rows * top_k * bm)
+    em = grid_rows(sorted_ids.shape[0], rows, top_k, bm)
     quant = 0
     gn = gk = 0
     dummy = _dummy(c.device)  # fp32: the same pointer type in every launch (one binary)
@@ -246,7 +273,7 @@ def invoke_gemm(a, w, c, routed_w, sorted_ids, expert_ids, num_post_padded, top_
     else:
         s_am = s_ak = s_we = s_wn = s_wk = 0
     grid = (triton_cdiv(em, bm) * triton_cdiv(N, cfg["BLOCK_SIZE_N"]),)
-    kernel[grid](
+    _LAST_BINARY[bool(mul_routed)] = kernel[grid](
         a, w, c, routed_w if routed_w is not None else dummy, sorted_ids, expert_ids, num_post_padded,
         asc, wsc,
         N, K, em, num_valid, top_k, 1 if mul_routed else 0,
