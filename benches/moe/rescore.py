@@ -22,11 +22,13 @@ def geomean(xs):
 def rescore(path, topk):
     with (gzip.open(path) if path.endswith(".gz") else open(path)) as f:
         doc = json.load(f)
+    args = doc.get("args", {})
     now_top1, now_best, run_best, unmeasured = [], [], [], 0
     for e in doc["entries"]:
         p = e["problem"]
         rec = carver.recommend_moe(p["experts"], p["topk"], p["hidden"], p["intermediate"], tp=p["tp"],
-                                   arch=doc["arch"], batch_sizes=[b["m"] for b in e["batches"]], candidates=topk)
+                                   arch=doc["arch"], batch_sizes=[b["m"] for b in e["batches"]], candidates=topk,
+                                   dtype=args.get("dtype") or "bf16", block_shape=args.get("block_shape"))
         for b, rb in zip(e["batches"], rec.batches):
             measured = dict(b["sweep_us"])
             measured.update(b["final_us"])

@@ -6,7 +6,8 @@
 #   bash benches/moe/run.sh                               # main models, full ladder, 320 sweep configs
 #   bash benches/moe/run.sh --set holdout --budget-s 400  # held-out models
 #   bash benches/moe/run.sh --models mixtral-8x7b --sweep-configs 0   # one model, the whole legal space
-# Env: OUT (results folder; default ./moe-out), WHEEL (a wheel path instead of target/wheels/carver-*.whl).
+# Env: OUT (results folder; default ./moe-out), WHEEL (a wheel path instead of target/wheels/carver-*.whl),
+# HARNESS_TIMEOUT_S (see below).
 # Writes at most 5 files under $OUT: moe_results.json, harness.log, env.txt, tune.tar.gz, compile-errors.txt.
 set -o pipefail
 cd "$(dirname "$0")/../.."
@@ -29,7 +30,9 @@ export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/carver-moe-triton-cache}
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 WORK=$(mktemp -d /tmp/moe-work.XXXXXX)
-python3 benches/moe/harness.py --out "$WORK" "$@" 2>&1 | tee "$OUT/harness.log"
+# HARNESS_TIMEOUT_S: stop the harness (SIGINT) after that many seconds and keep what it measured
+# (its results file is rewritten after every batch size); 0 = no limit.
+timeout --signal=INT "${HARNESS_TIMEOUT_S:-0}" python3 benches/moe/harness.py --out "$WORK" "$@" 2>&1 | tee "$OUT/harness.log"
 rc=${PIPESTATUS[0]}
 [ -f "$WORK/moe_results.json" ] && cp "$WORK/moe_results.json" "$OUT/"
 [ -d "$WORK/tune" ] && tar -C "$WORK" -czf "$OUT/tune.tar.gz" tune

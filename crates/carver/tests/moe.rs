@@ -127,6 +127,34 @@ fn spilling_configs_stay_in_the_space_but_are_never_recommended() {
 }
 
 #[test]
+fn block_scaled_fp8_counts_the_second_accumulator() {
+    // Measured on an H100 (benches/moe/runs/h100-2026-11-25-fp8-qwen3-30b): 128 x 128 with 4
+    // warps compiled with 255 registers and 96 spilled in fp8 block mode; 128 x 128 with 8 warps
+    // and 64 x 128 with 4 warps did not spill; in bf16 none of them spills.
+    let db = db();
+    let h100 = db.get("h100").unwrap();
+    let t = MoeTemplate::new(128, 8, 2048, 768);
+    let bf16 = t.validate(h100).unwrap();
+    let fp8 = t
+        .with_dtype(MoeDtype::Fp8W8a8)
+        .with_block_shape(Some([128, 128]))
+        .validate(h100)
+        .unwrap();
+    let config = |block_m, block_n, num_warps| carver::moe::MoeConfig {
+        block_m,
+        block_n,
+        block_k: 128,
+        group_m: 1,
+        num_warps,
+        num_stages: 3,
+    };
+    assert!(would_spill(&config(128, 128, 4), &fp8, h100));
+    assert!(!would_spill(&config(128, 128, 4), &bf16, h100));
+    assert!(!would_spill(&config(128, 128, 8), &fp8, h100));
+    assert!(!would_spill(&config(64, 128, 4), &fp8, h100));
+}
+
+#[test]
 fn group_size_twins_do_not_crowd_the_top_k() {
     let db = db();
     let h100 = db.get("h100").unwrap();

@@ -31,7 +31,11 @@ import triton
 import triton.language as tl
 
 
-@triton.jit(do_not_specialize=["EM", "num_valid", "top_k", "mul_routed"])
+# Integers that vary with the batch, and the scale strides (their divisibility follows the model's
+# dimensions / 128 and buys nothing for a few scale loads), are not specialised: one binary per
+# config then serves every batch size and the precompile pool's small problem.
+@triton.jit(do_not_specialize=["EM", "num_valid", "top_k", "mul_routed", "stride_asm", "stride_ask",
+                               "stride_wse", "stride_wsn", "stride_wsk"])
 def fused_moe_gemm(
     a_ptr, w_ptr, c_ptr, routed_w_ptr, sorted_ids_ptr, expert_ids_ptr, num_post_padded_ptr,
     a_scale_ptr, w_scale_ptr,

@@ -155,7 +155,7 @@ pub(crate) fn resources_of(
     p: &MoeProblem,
     arch: &Arch,
 ) -> Resources {
-    let regs = TritonRules.resources(tile, gemm).registers_per_thread;
+    let regs = registers_per_thread(tile, gemm, p);
     let per_block_cap = arch.registers.per_block / tile.threads().max(1);
     Resources {
         smem_bytes: c.smem_bytes(p),
@@ -169,11 +169,25 @@ pub(crate) fn resources_of(
 /// same tiles (`family::check_fits`), so the recommender never picks one.
 pub fn would_spill(c: &MoeConfig, p: &MoeProblem, arch: &Arch) -> bool {
     tile_of(c, &p.gate_up, p, arch).is_none_or(|tile| {
-        TritonRules
-            .resources(&tile, &p.gate_up)
-            .registers_per_thread
-            > arch.registers.per_thread_max
+        registers_per_thread(&tile, &p.gate_up, p) > arch.registers.per_thread_max
     })
+}
+
+/// Triton's register estimate for one thread of `tile`: the dense family's, plus, with block
+/// scales, a second fp32 accumulator. The block-scaled kernel scales each `BLOCK_SIZE_K` step's
+/// product before adding it (`acc += dot(a, b) * a_scale * b_scale`), so the step's product
+/// lives in registers beside the accumulator. On an H100, every 128x128 tile with 4 warps and
+/// every 128x256 or 256x128 tile compiled with 70-438 registers spilled in fp8 block mode
+/// (`benches/moe/runs/h100-2026-11-25-fp8-qwen3-30b`, the `binaries` record) while none of
+/// the bf16 picks spilled.
+fn registers_per_thread(tile: &TileConfig, gemm: &Problem, p: &MoeProblem) -> u32 {
+    let dense = TritonRules.resources(tile, gemm).registers_per_thread;
+    if p.block_shape.is_none() {
+        return dense;
+    }
+    let product =
+        u64::from(tile.block_m) * u64::from(tile.block_n) / u64::from(tile.threads().max(1));
+    dense.saturating_add(u32::try_from(product).unwrap_or(u32::MAX))
 }
 
 /// Every point of the space, in a fixed order (what an exhaustive sweep measures).
