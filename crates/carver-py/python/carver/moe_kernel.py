@@ -245,7 +245,7 @@ def last_binary_resources():
 
 
 def invoke_gemm(a, w, c, routed_w, sorted_ids, expert_ids, num_post_padded, top_k, mul_routed,
-                cfg, a_scale=None, w_scale=None, block_shape=None, tokens=None):
+                cfg, a_scale=None, w_scale=None, block_shape=None):
     """One grouped GEMM launch: c[p] = a[p // top_k] @ w[expert(p)].T (times the routing weight
     of pair p when `mul_routed`), for the pairs listed in sorted_ids. `c` is [pairs, N]."""
     torch = _torch()
@@ -253,8 +253,7 @@ def invoke_gemm(a, w, c, routed_w, sorted_ids, expert_ids, num_post_padded, top_
     E, N, K = w.shape
     num_valid = c.shape[0]
     bm = cfg["BLOCK_SIZE_M"]
-    rows = tokens if tokens is not None else a.shape[0]
-    em = grid_rows(sorted_ids.shape[0], rows, top_k, bm)
+    em = grid_rows(sorted_ids.shape[0], a.shape[0], top_k, bm)
     quant = 0
     gn = gk = 0
     dummy = _dummy(c.device)  # fp32: the same pointer type in every launch (one binary)
