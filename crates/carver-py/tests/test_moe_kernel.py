@@ -131,9 +131,26 @@ def test_timing_weights_rotate_copies_and_quantise_for_fp8():
     _, w1, w2, _, _ = mk.random_problem(1, 4, 2, 64, 32, dtype="bf16", seed=1, device="cpu")
     w1s, w2s, s1, s2 = mk.timing_weights(w1, w2)
     # tiny weights: as many copies as allowed, each the experts rolled by one more
-    assert len(w1s) == len(w2s) == 8 and s1 is None and s2 is None
+    assert len(w1s) == len(w2s) == 16 and s1 is None and s2 is None
     assert torch.equal(w1s[1], w1.roll(1, dims=0)) and torch.equal(w2s[3], w2.roll(3, dims=0))
     q1s, q2s, s1s, s2s = mk.timing_weights(w1, w2, "fp8_w8a8", [32, 32])
-    assert q1s[0].dtype == torch.float8_e4m3fn and len(s1s) == len(q1s) == 8
+    assert q1s[0].dtype == torch.float8_e4m3fn and len(s1s) == len(q1s) == 16
     q, s = mk.quantize_weights_fp8(w1.roll(2, dims=0), [32, 32])
     assert torch.equal(q1s[2].view(torch.uint8), q.view(torch.uint8)) and torch.equal(s1s[2], s)
+
+
+def test_timing_weights_count_the_experts_a_small_batch_touches(monkeypatch):
+    # 8 experts, hidden 64, N 32, bf16: 96 KiB of weights in all. Scale the cold-bytes target
+    # down to 200 KiB so the rule shows at this size.
+    monkeypatch.setattr(mk, "_COLD_BYTES", 200 * 1024)
+    _, w1, w2, _, _ = mk.random_problem(1, 8, 2, 64, 32, dtype="bf16", seed=1, device="cpu")
+    size = (w1.numel() + w2.numel()) * 2
+    # All experts (no top-k given): 96 KiB -> ceil(200 / 96) = 3 copies.
+    assert size == 96 * 1024 and len(mk.timing_weights(w1, w2)[0]) == 3
+    # One token with top-2 of 8 touches a quarter of them: 24 KiB -> 9 copies.
+    assert len(mk.timing_weights(w1, w2, topk=2, min_tokens=1)[0]) == 9
+    # Many tokens touch nearly every expert: back to 3 copies.
+    assert len(mk.timing_weights(w1, w2, topk=2, min_tokens=64)[0]) == 3
+    # Never more than the memory cap allows.
+    monkeypatch.setattr(mk, "_MAX_COPY_BYTES", 5 * size)
+    assert len(mk.timing_weights(w1, w2, topk=2, min_tokens=1)[0]) == 5

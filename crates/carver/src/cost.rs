@@ -808,12 +808,11 @@ impl<'a> Pricer<'a> {
                 single,
             }
         };
+        // Launch fill: the first stage's latency, once per block.
+        let fill = latency;
 
         let (epilogue_bytes_per_block, epilogue_rate) =
             (t.epilogue_bytes_per_block, t.epilogue_rate);
-        // Launch fill: the first stage's latency is exposed once per block.
-        let fill = latency;
-
         // Waves: full waves at the configured occupancy, then the tail.
         let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm);
         let (full_waves, tail_blocks) = if c.persistent {
@@ -835,24 +834,32 @@ impl<'a> Pricer<'a> {
         };
         let mut main = 0.0;
         let mut epilogue = 0.0;
-        let mut last_epilogue = 0.0;
+        // Resident blocks of the first wave; the last wave's epilogue, whole and as charged.
+        let mut first_resident = None;
+        let mut last = (0.0, 0.0);
         let mut add_wave = |resident: f64, blocks: f64, count: f64| {
             let it = iteration(resident, blocks);
             // The wave's tiles leave at the global write rate, and no block finishes before its own
             // tile has gone out through its SM's port.
-            let epi = (blocks * epilogue_bytes_per_block / epilogue_rate)
-                .max(epilogue_bytes_per_block / port);
+            let written = blocks * epilogue_bytes_per_block / epilogue_rate;
+            let own_store = epilogue_bytes_per_block / port;
+            let epi = written.max(own_store);
             if c.persistent {
                 // A persistent block's producer loads the next tile while its consumers store
                 // this one: the next tile's pipeline fill hides under the epilogue (the last
                 // round's epilogue has no next tile; see below).
                 main += count * iters * it.total();
                 epilogue += count * epi.max(fill);
-                last_epilogue = epi;
             } else {
-                main += count * (iters * it.total() + fill);
-                epilogue += count * epi;
+                // Resident blocks drift apart after the first wave: while one block waits for
+                // its pipeline to fill or its tile to leave its SM, the others stream, so a
+                // wave exposes a 1/resident share of those waits (the first and last waves:
+                // see below). The wave's writes still take the global write rate.
+                main += count * (iters * it.total() + fill / resident);
+                epilogue += count * written.max(own_store / resident);
             }
+            first_resident.get_or_insert(resident);
+            last = (epi, written.max(own_store / resident));
             if FULL {
                 totals.compute += count * iters * it.compute;
                 totals.smem += count * iters * it.smem;
@@ -868,11 +875,18 @@ impl<'a> Pricer<'a> {
             let resident = tail_blocks.div_ceil(u64::from(arch.sm.count)) as f64;
             add_wave(resident, tail_blocks as f64, 1.0);
         }
+        let first_resident = first_resident?;
+        let (last_epilogue, last_charged) = last;
         if c.persistent {
             // Only the first tile's fill is exposed, and the last round's epilogue overlaps
             // nothing.
             main += fill;
             epilogue -= last_epilogue.max(fill) - last_epilogue;
+        } else {
+            // The first wave's blocks start together: their fills overlap nothing. The last
+            // block on each SM stores its tile with nothing left to overlap.
+            main += fill * (1.0 - 1.0 / first_resident);
+            epilogue += last_epilogue - last_charged;
         }
 
         let overhead = LAUNCH_OVERHEAD_US * 1e-6;

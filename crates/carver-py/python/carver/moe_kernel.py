@@ -531,14 +531,30 @@ class Fp8LayerRunner:
                              self.block_shape)
 
 
-def timing_weights(w1, w2, dtype="bf16", block_shape=None):
-    """The weights a timing loop rotates through: copies (experts rolled) until together they
-    are well beyond the L2, so back-to-back launches read them from DRAM as a model's layers do
-    (one copy at 100 MB or more, else enough for about 200 MB, 2 to 8), quantised to e4m3 for
-    fp8 w8a8. Returns (w1s, w2s, w1_scales, w2_scales); the scales are None unless fp8."""
+# Bytes of weights a timing loop's launches read in turn before one comes back to the same
+# bytes: about four times the L2 of an H100 or H200 (50 MB), so no launch finds its weights there.
+_COLD_BYTES = 200e6
+_MAX_COPIES = 16
+# The copies of one timing loop never hold more than this much GPU memory.
+_MAX_COPY_BYTES = 24e9
+
+
+def timing_weights(w1, w2, dtype="bf16", block_shape=None, topk=None, min_tokens=1):
+    """The weights a timing loop rotates through: copies (experts rolled) until the weights the
+    launches touch are well beyond the L2, so back-to-back launches read them from DRAM as a
+    model's layers do. With `topk`, what a launch touches is the experts `min_tokens` tokens
+    route to, expected under uniform routing (a decode step of a small model touches a few
+    experts: one copy of them would stay in the L2 from launch to launch); without it, all the
+    experts. One copy when that is 100 MB or more, else enough for about 200 MB (2 to 16, and
+    at most 24 GB in all). Quantised to e4m3 for fp8 w8a8. Returns (w1s, w2s, w1_scales,
+    w2_scales); the scales are None unless fp8."""
     elem = 1 if dtype == "fp8_w8a8" else w1.element_size()
     size = (w1.numel() + w2.numel()) * elem
-    copies = 1 if size >= 100e6 else min(8, max(2, math.ceil(200e6 / size)))
+    experts = w1.shape[0]
+    touched = 1.0 if topk is None else 1.0 - (1.0 - min(topk, experts) / experts) ** max(1, min_tokens)
+    hot = size * touched
+    copies = 1 if hot >= 100e6 else min(_MAX_COPIES, max(2, math.ceil(_COLD_BYTES / hot)))
+    copies = max(1, min(copies, int(_MAX_COPY_BYTES // size)))
     w1s = [w1] + [w1.roll(i, dims=0).contiguous() for i in range(1, copies)]
     w2s = [w2] + [w2.roll(i, dims=0).contiguous() for i in range(1, copies)]
     if dtype != "fp8_w8a8":

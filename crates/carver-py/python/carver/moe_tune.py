@@ -348,7 +348,8 @@ class GpuMeasurer:
         torch, mk, p = self.torch, self.mk, self.p
         base = "bf16" if p.dtype == "fp8_w8a8" else p.dtype
         _, w1, w2, _, _ = mk.random_problem(1, p.experts, p.topk, p.hidden, p.n, dtype=base, seed=self.seed)
-        w1s, w2s, s1, s2 = mk.timing_weights(w1, w2, p.dtype, p.block_shape)
+        # Copies enough for one token's experts (the ladder's smallest batch) to miss the L2.
+        w1s, w2s, s1, s2 = mk.timing_weights(w1, w2, p.dtype, p.block_shape, topk=p.topk, min_tokens=1)
         self._weights = (w1s, w2s, s1, s2)
         return self._weights
 
