@@ -844,6 +844,11 @@ impl<'a> Pricer<'a> {
             let written = blocks * epilogue_bytes_per_block / epilogue_rate;
             let own_store = epilogue_bytes_per_block / port;
             let epi = written.max(own_store);
+            // Resident blocks drift apart after the first wave: while one block waits for its
+            // pipeline to fill or its tile to leave its SM, the others stream, so a wave exposes
+            // a 1/resident share of those waits (the first and last waves: see below). The
+            // wave's writes still take the global write rate.
+            let charged = written.max(own_store / resident);
             if c.persistent {
                 // A persistent block's producer loads the next tile while its consumers store
                 // this one: the next tile's pipeline fill hides under the epilogue (the last
@@ -851,15 +856,11 @@ impl<'a> Pricer<'a> {
                 main += count * iters * it.total();
                 epilogue += count * epi.max(fill);
             } else {
-                // Resident blocks drift apart after the first wave: while one block waits for
-                // its pipeline to fill or its tile to leave its SM, the others stream, so a
-                // wave exposes a 1/resident share of those waits (the first and last waves:
-                // see below). The wave's writes still take the global write rate.
                 main += count * (iters * it.total() + fill / resident);
-                epilogue += count * written.max(own_store / resident);
+                epilogue += count * charged;
             }
             first_resident.get_or_insert(resident);
-            last = (epi, written.max(own_store / resident));
+            last = (epi, charged);
             if FULL {
                 totals.compute += count * iters * it.compute;
                 totals.smem += count * iters * it.smem;
@@ -875,7 +876,8 @@ impl<'a> Pricer<'a> {
             let resident = tail_blocks.div_ceil(u64::from(arch.sm.count)) as f64;
             add_wave(resident, tail_blocks as f64, 1.0);
         }
-        let first_resident = first_resident?;
+        // (Every launch has at least one wave.)
+        let first_resident = first_resident.unwrap_or(1.0);
         let (last_epilogue, last_charged) = last;
         if c.persistent {
             // Only the first tile's fill is exposed, and the last round's epilogue overlaps
