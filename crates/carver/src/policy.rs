@@ -20,7 +20,8 @@
 //!   whole rows when K is contiguous); for every structure the pipeline depth the model prefers
 //!   (pricing the deepest depth of each occupancy level); the launch-order group that moves the
 //!   fewest DRAM bytes given what the L2 holds, and none when A and B fit in the L2 or there is one
-//!   tile row; split-K only when the tiles cannot fill twice the SMs.
+//!   tile row; split-K only when the tiles cannot fill twice the SMs. Structures in the
+//!   ranking's diversity window also get their next shallower depth ([`DEPTH_VARIANTS`]).
 //! - **Duplicates and dominated points.** One warp layout per tile and warp count; mma.sync is not
 //!   priced where wgmma can run the tile; deeper pipelines at equal occupancy, and groups that move
 //!   no fewer bytes, are not priced separately.
@@ -36,7 +37,7 @@ use std::collections::BinaryHeap;
 
 use crate::cost::{Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters};
 use crate::dtype::Layout;
-use crate::family::{FamilyRules, Resources, WarpLayout, check_fits};
+use crate::family::{FamilyRules, Resources, WarpLayout, check_config, check_fits};
 use crate::problem::Problem;
 pub use crate::rank::Candidate;
 use crate::rank::{PickBound, window_for};
@@ -125,11 +126,61 @@ pub fn candidates_for_topk(
         arch,
         order_matters: launch_order_matters(p, arch) && family.groups().len() > 1,
     };
-    let pruned = search.run(&m_sizes, &n_sizes, &k_sizes, topk);
-    if !pruned.is_empty() {
-        return pruned;
+    let mut out = search.run(&m_sizes, &n_sizes, &k_sizes, topk);
+    if out.is_empty() {
+        out = search.run(&bms, &bns, &bks, topk);
     }
-    search.run(&bms, &bns, &bks, topk)
+    let variants = depth_variants(&search, &out);
+    out.extend(variants);
+    out
+}
+
+/// Shallower pipeline depths the ranking may pick for each structure in its diversity window,
+/// beside the depth the model prefers.
+///
+/// The model prices depths that cost no occupancy alike (the deeper one wins its ties), yet
+/// they measure a few percent apart: on the stored H100 sweeps the fastest of a large GEMM's
+/// tile was often one stage shallower than the model's pick. One variant per structure lets a
+/// top-k hedge that error; the ranking treats a variant as a twin of its structure, so it takes
+/// a slot only after the window's structurally different candidates.
+pub const DEPTH_VARIANTS: u32 = 1;
+
+/// [`DEPTH_VARIANTS`] of each candidate within the diversity window of the fastest, priced.
+fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
+    let Search {
+        pricer,
+        family,
+        p,
+        arch,
+        ..
+    } = *search;
+    let best = candidates
+        .iter()
+        .map(|c| c.time_us)
+        .fold(f64::INFINITY, f64::min);
+    let limit = best * (1.0 + window_for(family, p, arch));
+    let shallowest = family.stage_range().0;
+    let mut out = Vec::new();
+    for c in candidates.iter().filter(|c| c.time_us <= limit) {
+        for stages in (shallowest..c.tile.stages)
+            .rev()
+            .take(DEPTH_VARIANTS as usize)
+        {
+            let tile = TileConfig { stages, ..c.tile };
+            let Ok(res) = check_config(family, &tile, p, arch) else {
+                continue;
+            };
+            let terms = pricer.terms(&tile);
+            if let Some(time) = pricer.time_with(&terms, &tile, blocks_per_sm(&tile, res, arch)) {
+                out.push(Candidate {
+                    tile,
+                    res,
+                    time_us: time * 1e6,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Best-bound-first search over one set of block sizes.

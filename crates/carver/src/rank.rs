@@ -57,7 +57,9 @@ fn key(c: &Candidate) -> [u32; 10] {
         t.block_n,
         t.block_k,
         t.compute_warps(),
-        t.stages,
+        // Deeper first: at equal predicted time the depth the policy prefers comes before its
+        // shallower variants.
+        u32::MAX - t.stages,
         t.split_k,
         t.raster.group,
         t.cluster_m,
@@ -71,7 +73,8 @@ fn key(c: &Candidate) -> [u32; 10] {
 const SIMILAR: usize = 7;
 
 /// The entries of [`key`] that similarity compares, in 16-bit lanes (the last one unused) so
-/// that a comparison is a few vector instructions. Tile parameters are far below 65536.
+/// that a comparison is a few vector instructions. Tile parameters are far below 65536 (the
+/// depth, stored as `u32::MAX - stages`, keeps its low 16 bits, which differ as the depths do).
 fn signature(c: &Candidate) -> [u16; 8] {
     let k = key(c);
     let mut out = [0u16; 8];
@@ -81,10 +84,23 @@ fn signature(c: &Candidate) -> [u16; 8] {
     out
 }
 
+/// The lane of [`signature`] that holds the pipeline depth.
+const DEPTH_LANE: usize = 4;
+
 /// How many of the structural parameters two candidates have in common (0 to [`SIMILAR`]).
+/// The pipeline depth is not one of them: the model prices depths alike, so depth twins (equal
+/// in all else) count as equal in all, and a shared depth makes two structures no closer (see
+/// `policy::DEPTH_VARIANTS`).
 fn shared_parameters(a: &[u16; 8], b: &[u16; 8]) -> u8 {
-    // The unused lane is equal in every signature.
-    (a.iter().zip(b).filter(|(x, y)| x == y).count() - 1) as u8
+    // The unused lane is equal in every signature; the depth lane is left out.
+    let shared = a.iter().zip(b).filter(|(x, y)| x == y).count()
+        - 1
+        - usize::from(a[DEPTH_LANE] == b[DEPTH_LANE]);
+    if shared == SIMILAR - 1 {
+        SIMILAR as u8
+    } else {
+        shared as u8
+    }
 }
 
 /// The factor on a candidate's time when it shares `n` structural parameters with the
@@ -300,6 +316,21 @@ mod tests {
             keys.dedup();
             prop_assert_eq!(keys.len(), count);
         }
+    }
+
+    #[test]
+    fn depth_twins_are_alike_and_a_shared_depth_is_not_similarity() {
+        let lanes = |bm: u16, bn: u16, stages: u16| [bm, bn, 64, 8, u16::MAX - stages, 1, 8, 0];
+        // Equal in all but depth: as alike as two candidates get.
+        assert_eq!(
+            shared_parameters(&lanes(128, 256, 4), &lanes(128, 256, 3)),
+            SIMILAR as u8
+        );
+        // Different tiles that share a depth are no closer than with different depths.
+        let same_depth = shared_parameters(&lanes(128, 256, 4), &lanes(256, 128, 4));
+        let other_depth = shared_parameters(&lanes(128, 256, 4), &lanes(256, 128, 3));
+        assert_eq!(same_depth, other_depth);
+        assert_eq!(same_depth, 4);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Invariants of the recommender, checked over random problems.
 
 use carver::family::check_config;
-use carver::{DType, Family, Layout, MatmulTemplate, TopK, recommend_hints};
+use carver::{DType, Family, Layout, MatmulTemplate, TileConfig, TopK, recommend_hints};
 use carver_arch::{Arch, HardwareDb};
 use proptest::prelude::*;
 
@@ -154,6 +154,28 @@ proptest! {
             carver::rank::select(c, topk, window).iter().map(|c| (c.tile, c.time_us)).collect::<Vec<_>>()
         };
         prop_assert_eq!(tiles(&pruned), tiles(&all));
+    }
+
+    /// A structure's shallower depth variant, offered to the top-k as a hedge, is never
+    /// predicted faster than the depth the policy prefers for it, so the first pick stays the
+    /// policy's; each structure has at most that one variant.
+    #[test]
+    fn depth_variants_trail_their_structure(m in dim(), n in dim(), k in dim(), t in target(),
+                                            key in arch_key(), b_col in any::<bool>()) {
+        let db = db();
+        let arch = db.get(key).unwrap();
+        let tpl = template(m, n, k, t, DType::F16, b_col);
+        let Ok(problem) = tpl.validate(arch) else { return Ok(()) };
+        let all = carver::policy::candidates_for_topk(t.rules(), &problem, arch, Some(8));
+        let structure = |c: &carver::policy::Candidate| TileConfig { stages: 0, ..c.tile };
+        for c in &all {
+            let twins: Vec<_> = all.iter().filter(|o| structure(o) == structure(c)).collect();
+            prop_assert!(twins.len() <= 2, "{} depths of {:?}", twins.len(), c.tile);
+            if let Some(deeper) = twins.iter().find(|o| o.tile.stages == c.tile.stages + 1) {
+                prop_assert!(deeper.time_us <= c.time_us,
+                    "variant {:?} ({} us) beats its structure ({} us)", c.tile, c.time_us, deeper.time_us);
+            }
+        }
     }
 
     /// The bound the policy prunes with never exceeds the time the model predicts for any
