@@ -141,8 +141,8 @@ pub fn candidates_for_topk(
 /// The model prices depths that cost no occupancy alike (the deeper one wins its ties), yet
 /// they measure a few percent apart: on the stored H100 sweeps the fastest of a large GEMM's
 /// tile was often one stage shallower than the model's pick. One variant per structure lets a
-/// top-k hedge that error; the ranking treats a variant as a twin of its structure, so it takes
-/// a slot only after the window's structurally different candidates.
+/// top-k hedge that error; the ranking gives a variant only a slot the window's structurally
+/// different candidates leave (`rank::select`).
 pub const DEPTH_VARIANTS: u32 = 1;
 
 /// [`DEPTH_VARIANTS`] of each candidate within the diversity window of the fastest, priced.

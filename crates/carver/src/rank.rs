@@ -4,7 +4,7 @@
 //! difference from what is already picked, because the model's errors are correlated between
 //! similar configurations: eight near-copies of one tile succeed or fail together.
 
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use carver_arch::Arch;
 use ordered_float::OrderedFloat;
@@ -57,9 +57,7 @@ fn key(c: &Candidate) -> [u32; 10] {
         t.block_n,
         t.block_k,
         t.compute_warps(),
-        // Deeper first: at equal predicted time the depth the policy prefers comes before its
-        // shallower variants.
-        u32::MAX - t.stages,
+        t.stages,
         t.split_k,
         t.raster.group,
         t.cluster_m,
@@ -73,8 +71,7 @@ fn key(c: &Candidate) -> [u32; 10] {
 const SIMILAR: usize = 7;
 
 /// The entries of [`key`] that similarity compares, in 16-bit lanes (the last one unused) so
-/// that a comparison is a few vector instructions. Tile parameters are far below 65536 (the
-/// depth, stored as `u32::MAX - stages`, keeps its low 16 bits, which differ as the depths do).
+/// that a comparison is a few vector instructions. Tile parameters are far below 65536.
 fn signature(c: &Candidate) -> [u16; 8] {
     let k = key(c);
     let mut out = [0u16; 8];
@@ -84,23 +81,10 @@ fn signature(c: &Candidate) -> [u16; 8] {
     out
 }
 
-/// The lane of [`signature`] that holds the pipeline depth.
-const DEPTH_LANE: usize = 4;
-
 /// How many of the structural parameters two candidates have in common (0 to [`SIMILAR`]).
-/// The pipeline depth is not one of them: the model prices depths alike, so depth twins (equal
-/// in all else) count as equal in all, and a shared depth makes two structures no closer (see
-/// `policy::DEPTH_VARIANTS`).
 fn shared_parameters(a: &[u16; 8], b: &[u16; 8]) -> u8 {
-    // The unused lane is equal in every signature; the depth lane is left out.
-    let shared = a.iter().zip(b).filter(|(x, y)| x == y).count()
-        - 1
-        - usize::from(a[DEPTH_LANE] == b[DEPTH_LANE]);
-    if shared == SIMILAR - 1 {
-        SIMILAR as u8
-    } else {
-        shared as u8
-    }
+    // The unused lane is equal in every signature.
+    (a.iter().zip(b).filter(|(x, y)| x == y).count() - 1) as u8
 }
 
 /// The factor on a candidate's time when it shares `n` structural parameters with the
@@ -118,6 +102,23 @@ struct Open {
     seen: usize,
     /// The most structural parameters it shares with one of those picks.
     closest: u8,
+}
+
+/// Which candidates are depth variants: a shallower pipeline depth of a structure (every other
+/// parameter equal) that is also among the candidates at a deeper depth (`policy::DEPTH_VARIANTS`).
+fn depth_variants(all: &[Candidate]) -> Vec<bool> {
+    let structure = |c: &Candidate| TileConfig {
+        stages: 0,
+        ..c.tile
+    };
+    let mut deepest: HashMap<TileConfig, u32> = HashMap::with_capacity(all.len());
+    for c in all {
+        let d = deepest.entry(structure(c)).or_insert(c.tile.stages);
+        *d = (*d).max(c.tile.stages);
+    }
+    all.iter()
+        .map(|c| deepest[&structure(c)] > c.tile.stages)
+        .collect()
 }
 
 /// `time` as an integer in the order of `f64::total_cmp`: integer comparisons are cheaper.
@@ -193,7 +194,7 @@ impl PickBound {
 /// Picks `topk` candidates: the fastest first, then, from those within the pick limit (`window`
 /// behind the fastest at most: [`diversity_window`]), the one
 /// with the lowest time penalized by its similarity to the closest pick so far; once none is
-/// left there, the fastest of the rest. Every tie goes to the faster candidate, then to the
+/// left there, the depth variants there (see [`depth_variants`]), then the fastest of the rest. Every tie goes to the faster candidate, then to the
 /// smaller [`key`].
 ///
 /// The candidates must have distinct keys (the policy prices each configuration once). Nothing
@@ -209,13 +210,22 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
             .cmp(&bits[b])
             .then_with(|| key(&all[a]).cmp(&key(&all[b])))
     };
-    let k = topk.min(all.len());
-    let mut scratch = bits.clone();
+    // The policy's depth variants (a shallower depth of a structure it also priced deeper)
+    // are left out of the window's bounds and of the structural picks: they fill the slots
+    // the window's structures leave, before anything past the window.
+    let variant = depth_variants(all);
+    let structural: Vec<usize> = (0..all.len()).filter(|&i| !variant[i]).collect();
+    let k = topk.min(structural.len());
+    let mut scratch: Vec<u64> = structural.iter().map(|&i| bits[i]).collect();
     let (faster, &mut kth_bits, _) = scratch.select_nth_unstable(k - 1);
     let best = from_ordered_bits(faster.iter().copied().fold(kth_bits, u64::min));
     let limit = ordered_bits(window_limit(best, from_ordered_bits(kth_bits), window));
 
-    let window: Vec<usize> = (0..all.len()).filter(|&i| bits[i] <= limit).collect();
+    let window: Vec<usize> = structural
+        .iter()
+        .copied()
+        .filter(|&i| bits[i] <= limit)
+        .collect();
     let first_slot = (0..window.len())
         .min_by(|&a, &b| before(window[a], window[b]))
         .expect("the fastest candidate is within the limit");
@@ -233,15 +243,22 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
             closest: 0,
         })
         .collect();
-    // Past the window only the fastest are taken, in order; they are among the k fastest.
-    let mut beyond: Vec<usize> = (0..all.len())
+    // Then the variants within the limit, fastest first; past the window only the fastest
+    // structures are taken, in order; they are among the k fastest.
+    let mut variants: Vec<usize> = (0..all.len())
+        .filter(|&i| variant[i] && bits[i] <= limit)
+        .collect();
+    variants.sort_unstable_by(|&a, &b| before(a, b));
+    let mut beyond: Vec<usize> = structural
+        .iter()
+        .copied()
         .filter(|&i| bits[i] > limit && bits[i] <= kth_bits)
         .collect();
     beyond.sort_unstable_by(|&a, &b| before(a, b));
-    let mut beyond = beyond.into_iter();
+    let mut rest = variants.into_iter().chain(beyond);
     while picked.len() < topk {
         if open.is_empty() {
-            match beyond.next() {
+            match rest.next() {
                 Some(i) => picked.push(i),
                 None => break,
             }
@@ -318,19 +335,57 @@ mod tests {
         }
     }
 
+    /// A candidate with everything fixed but its block shape, depth and predicted time.
+    fn candidate(block_m: u32, block_n: u32, stages: u32, time_us: f64) -> Candidate {
+        use crate::tile::{Raster, RasterOrder};
+        Candidate {
+            tile: TileConfig {
+                block_m,
+                block_n,
+                block_k: 64,
+                warps_m: 2,
+                warps_n: 1,
+                producer_warps: 0,
+                stages,
+                raster: Raster {
+                    order: RasterOrder::GroupedRows,
+                    group: 8,
+                },
+                split_k: 1,
+                cluster_m: 1,
+                cluster_n: 1,
+                persistent: false,
+                mma: carver_arch::InstructionFamily::Wgmma,
+            },
+            res: Resources {
+                smem_bytes: 0,
+                registers_per_thread: 0,
+            },
+            time_us,
+        }
+    }
+
+    /// Depth variants come after every structure in the window, fastest first, and before
+    /// anything past the window; they move none of the structural picks or the window itself.
     #[test]
-    fn depth_twins_are_alike_and_a_shared_depth_is_not_similarity() {
-        let lanes = |bm: u16, bn: u16, stages: u16| [bm, bn, 64, 8, u16::MAX - stages, 1, 8, 0];
-        // Equal in all but depth: as alike as two candidates get.
+    fn depth_variants_fill_after_the_windows_structures() {
+        let a = candidate(128, 256, 6, 100.0);
+        let a_shallower = candidate(128, 256, 5, 100.1);
+        let b = candidate(256, 128, 6, 105.0);
+        let b_shallower = candidate(256, 128, 5, 106.0);
+        let far = candidate(128, 128, 6, 150.0);
+        let all = [far, b_shallower, a_shallower, b, a];
+        let times = |picks: Vec<Candidate>| picks.iter().map(|c| c.time_us).collect::<Vec<_>>();
         assert_eq!(
-            shared_parameters(&lanes(128, 256, 4), &lanes(128, 256, 3)),
-            SIMILAR as u8
+            times(select(&all, 5, DIVERSITY_WINDOW)),
+            [100.0, 105.0, 100.1, 106.0, 150.0]
         );
-        // Different tiles that share a depth are no closer than with different depths.
-        let same_depth = shared_parameters(&lanes(128, 256, 4), &lanes(256, 128, 4));
-        let other_depth = shared_parameters(&lanes(128, 256, 4), &lanes(256, 128, 3));
-        assert_eq!(same_depth, other_depth);
-        assert_eq!(same_depth, 4);
+        // Without the variants the structures rank as before.
+        assert_eq!(
+            times(select(&[far, b, a], 3, DIVERSITY_WINDOW)),
+            [100.0, 105.0, 150.0]
+        );
+        assert_eq!(depth_variants(&all), [false, true, true, false, false]);
     }
 
     #[test]
