@@ -176,6 +176,7 @@ fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
                     tile,
                     res,
                     time_us: time * 1e6,
+                    depth_variant: true,
                 });
             }
         }
@@ -491,7 +492,13 @@ fn best_stages(
             }
         };
         if better {
-            best = Some((Candidate { tile, res, time_us }, occupancy));
+            let candidate = Candidate {
+                tile,
+                res,
+                time_us,
+                depth_variant: false,
+            };
+            best = Some((candidate, occupancy));
         }
     }
     best.map(|(c, _)| c)

@@ -4,7 +4,7 @@
 //! difference from what is already picked, because the model's errors are correlated between
 //! similar configurations: eight near-copies of one tile succeed or fail together.
 
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use carver_arch::Arch;
 use ordered_float::OrderedFloat;
@@ -20,6 +20,9 @@ pub struct Candidate {
     pub tile: TileConfig,
     pub res: Resources,
     pub time_us: f64,
+    /// A shallower pipeline depth the policy added for a structure it also offers at the depth
+    /// the model prefers (`policy::DEPTH_VARIANTS`).
+    pub depth_variant: bool,
 }
 
 /// How far behind the best a prediction may be and still be picked for diversity: the spread of
@@ -104,23 +107,6 @@ struct Open {
     closest: u8,
 }
 
-/// Which candidates are depth variants: a shallower pipeline depth of a structure (every other
-/// parameter equal) that is also among the candidates at a deeper depth (`policy::DEPTH_VARIANTS`).
-fn depth_variants(all: &[Candidate]) -> Vec<bool> {
-    let structure = |c: &Candidate| TileConfig {
-        stages: 0,
-        ..c.tile
-    };
-    let mut deepest: HashMap<TileConfig, u32> = HashMap::with_capacity(all.len());
-    for c in all {
-        let d = deepest.entry(structure(c)).or_insert(c.tile.stages);
-        *d = (*d).max(c.tile.stages);
-    }
-    all.iter()
-        .map(|c| deepest[&structure(c)] > c.tile.stages)
-        .collect()
-}
-
 /// `time` as an integer in the order of `f64::total_cmp`: integer comparisons are cheaper.
 fn ordered_bits(time: f64) -> u64 {
     let bits = time.to_bits();
@@ -194,7 +180,8 @@ impl PickBound {
 /// Picks `topk` candidates: the fastest first, then, from those within the pick limit (`window`
 /// behind the fastest at most: [`diversity_window`]), the one
 /// with the lowest time penalized by its similarity to the closest pick so far; once none is
-/// left there, the depth variants there (see [`depth_variants`]), then the fastest of the rest. Every tie goes to the faster candidate, then to the
+/// left there, the depth variants there (see [`Candidate::depth_variant`]), then the fastest of
+/// the rest. Every tie goes to the faster candidate, then to the
 /// smaller [`key`].
 ///
 /// The candidates must have distinct keys (the policy prices each configuration once). Nothing
@@ -213,8 +200,7 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
     // The policy's depth variants (a shallower depth of a structure it also priced deeper)
     // are left out of the window's bounds and of the structural picks: they fill the slots
     // the window's structures leave, before anything past the window.
-    let variant = depth_variants(all);
-    let structural: Vec<usize> = (0..all.len()).filter(|&i| !variant[i]).collect();
+    let structural: Vec<usize> = (0..all.len()).filter(|&i| !all[i].depth_variant).collect();
     let k = topk.min(structural.len());
     let mut scratch: Vec<u64> = structural.iter().map(|&i| bits[i]).collect();
     let (faster, &mut kth_bits, _) = scratch.select_nth_unstable(k - 1);
@@ -246,7 +232,7 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
     // Then the variants within the limit, fastest first; past the window only the fastest
     // structures are taken, in order; they are among the k fastest.
     let mut variants: Vec<usize> = (0..all.len())
-        .filter(|&i| variant[i] && bits[i] <= limit)
+        .filter(|&i| all[i].depth_variant && bits[i] <= limit)
         .collect();
     variants.sort_unstable_by(|&a, &b| before(a, b));
     let mut beyond: Vec<usize> = structural
@@ -336,7 +322,13 @@ mod tests {
     }
 
     /// A candidate with everything fixed but its block shape, depth and predicted time.
-    fn candidate(block_m: u32, block_n: u32, stages: u32, time_us: f64) -> Candidate {
+    fn candidate(
+        block_m: u32,
+        block_n: u32,
+        stages: u32,
+        time_us: f64,
+        variant: bool,
+    ) -> Candidate {
         use crate::tile::{Raster, RasterOrder};
         Candidate {
             tile: TileConfig {
@@ -362,6 +354,7 @@ mod tests {
                 registers_per_thread: 0,
             },
             time_us,
+            depth_variant: variant,
         }
     }
 
@@ -369,11 +362,11 @@ mod tests {
     /// anything past the window; they move none of the structural picks or the window itself.
     #[test]
     fn depth_variants_fill_after_the_windows_structures() {
-        let a = candidate(128, 256, 6, 100.0);
-        let a_shallower = candidate(128, 256, 5, 100.1);
-        let b = candidate(256, 128, 6, 105.0);
-        let b_shallower = candidate(256, 128, 5, 106.0);
-        let far = candidate(128, 128, 6, 150.0);
+        let a = candidate(128, 256, 6, 100.0, false);
+        let a_shallower = candidate(128, 256, 5, 100.1, true);
+        let b = candidate(256, 128, 6, 105.0, false);
+        let b_shallower = candidate(256, 128, 5, 106.0, true);
+        let far = candidate(128, 128, 6, 150.0, false);
         let all = [far, b_shallower, a_shallower, b, a];
         let times = |picks: Vec<Candidate>| picks.iter().map(|c| c.time_us).collect::<Vec<_>>();
         assert_eq!(
@@ -385,7 +378,6 @@ mod tests {
             times(select(&[far, b, a], 3, DIVERSITY_WINDOW)),
             [100.0, 105.0, 150.0]
         );
-        assert_eq!(depth_variants(&all), [false, true, true, false, false]);
     }
 
     #[test]

@@ -171,7 +171,10 @@ proptest! {
         for c in &all {
             let twins: Vec<_> = all.iter().filter(|o| structure(o) == structure(c)).collect();
             prop_assert!(twins.len() <= 2, "{} depths of {:?}", twins.len(), c.tile);
-            if let Some(deeper) = twins.iter().find(|o| o.tile.stages == c.tile.stages + 1) {
+            let deeper = twins.iter().find(|o| o.tile.stages == c.tile.stages + 1);
+            prop_assert_eq!(c.depth_variant, deeper.is_some(), "{:?}", c.tile);
+            prop_assert!(twins.iter().all(|o| o.tile.stages <= c.tile.stages + 1));
+            if let Some(deeper) = deeper {
                 prop_assert!(deeper.time_us <= c.time_us,
                     "variant {:?} ({} us) beats its structure ({} us)", c.tile, c.time_us, deeper.time_us);
             }
