@@ -27,11 +27,13 @@ def rescore(path, topk):
     args = doc.get("args", {})
     now_top1, now_best, run_best, unmeasured = [], [], [], 0
     among_top1, among_best = [], []
+    per_model = []
     for e in doc["entries"]:
         p = e["problem"]
         rec = carver.recommend_moe(p["experts"], p["topk"], p["hidden"], p["intermediate"], tp=p["tp"],
                                    arch=doc["arch"], batch_sizes=[b["m"] for b in e["batches"]], candidates=1024,
                                    dtype=args.get("dtype") or "bf16", block_shape=args.get("block_shape"))
+        entry_top1, entry_default = [], []
         for b, rb in zip(e["batches"], rec.batches):
             measured = dict(b["sweep_us"])
             measured.update(b["final_us"])
@@ -47,6 +49,9 @@ def rescore(path, topk):
             now_top1.append(ratios[0])
             now_best.append(max(ratios))
             run_best.append(b["scores"]["carver_best8"])
+            entry_top1.append(ratios[0])
+            entry_default.append(b["scores"]["default"] or 0.0)
+        per_model.append((e["label"], geomean(entry_top1), min(entry_top1), geomean(entry_default)))
     n = len(now_best)
     print(f"{path}: {n} (model, TP, batch size) points; {unmeasured} of {topk * n} picks not timed in the run")
     print(f"  the run's carver best-of-8:      geomean {geomean(run_best):.3f}, worst {min(run_best):.3f}")
@@ -54,6 +59,8 @@ def rescore(path, topk):
     print(f"  installed carver top-1, at least:   geomean {geomean(now_top1):.3f}, worst {min(now_top1):.3f}")
     print(f"  among measured configs: top-1 geomean {geomean(among_top1):.3f}, worst {min(among_top1):.3f}; "
           f"best-of-{topk} geomean {geomean(among_best):.3f}, worst {min(among_best):.3f}")
+    for label, top1, worst, default in per_model:
+        print(f"    {label:28s} installed top-1 {top1:.3f} (worst {worst:.3f}); the run's default {default:.3f}")
 
 
 def main():

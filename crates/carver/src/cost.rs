@@ -50,6 +50,11 @@ const SM_L2_PORT_BYTES_PER_CLOCK: f64 = 64.0;
 /// arithmetic, a narrow load, a conversion and a shared-memory store, each replayed across the
 /// sectors an unaligned row straddles.
 const STAGED_ELEMENT_CYCLES: f64 = 24.0;
+/// Issue cycles one warp spends per accumulator element when the kernel scales every K step's
+/// product before adding it (fp8 with block scales: `acc += dot(a, b) * a_scale * b_scale`): a
+/// multiply of the two scales and a fused multiply-add, each one warp instruction per cycle on a
+/// sub-partition's 32 FP32 lanes (Hopper and Ampere whitepapers: 128 FP32 lanes per SM).
+const RESCALE_ELEMENT_CYCLES: f64 = 2.0;
 /// Fraction of L2 bandwidth fp32 atomics (read-modify-write in the L2) achieve.
 const ATOMIC_L2_FRACTION: f64 = 0.5;
 
@@ -256,8 +261,10 @@ pub struct StructureTerms {
     flops_per_iter: f64,
     smem_per_iter: f64,
     staged_issue: f64,
+    /// Seconds one block spends scaling its accumulator per iteration (block scales only).
+    rescale_issue: f64,
     /// One block's own critical path per iteration: its math or its shared-memory traffic,
-    /// its staging, and the unoverlapped sync.
+    /// its staging and scaling, and the unoverlapped sync.
     single: f64,
     l2_mainloop: f64,
     /// Main-loop iterations of all blocks together, and the L2 bytes of each.
@@ -354,6 +361,8 @@ pub struct Pricer<'a> {
     split_reduction: SplitKReduction,
     /// Seconds of the family's operand copies before the kernel (the same for every config).
     repack_time: f64,
+    /// Whether every K step's product is scaled before it is accumulated ([`Pricer::with_block_scales`]).
+    block_scales: bool,
 }
 
 impl<'a> Pricer<'a> {
@@ -390,7 +399,17 @@ impl<'a> Pricer<'a> {
                 let r = family.repack(p);
                 f64::from(r.kernels) * EXTRA_KERNEL_US * 1e-6 + r.bytes / arch.dram_bandwidth()
             },
+            block_scales: false,
         })
+    }
+
+    /// The same pricer for a kernel that scales every K step's product before accumulating it
+    /// (fp8 with block scales). The step's tensor-core product must be complete before its
+    /// scaling starts, so a block's warps alternate between the two: the scaling adds to the
+    /// block's own path every iteration, and other resident blocks overlap it with their math.
+    pub fn with_block_scales(mut self) -> Self {
+        self.block_scales = true;
+        self
     }
 
     /// The same pricer with DRAM streaming at `efficiency` (0, 1] of the arch's rate: for a
@@ -508,6 +527,14 @@ impl<'a> Pricer<'a> {
         let staged_issue = f64::from(staged_elements_per_thread(c, paths) * warps_per_scheduler)
             * STAGED_ELEMENT_CYCLES
             / clock;
+        // Block scales: each warp scales its accumulator elements after every K step.
+        let rescale_issue = if self.block_scales {
+            f64::from(c.block_m * c.block_n / c.threads().max(1) * warps_per_scheduler)
+                * RESCALE_ELEMENT_CYCLES
+                / clock
+        } else {
+            0.0
+        };
 
         let (epilogue_bytes_per_block, epilogue_rate) =
             self.epilogue_terms(c.block_m, c.block_n, c.split_k);
@@ -527,8 +554,10 @@ impl<'a> Pricer<'a> {
             flops_per_iter,
             smem_per_iter,
             staged_issue,
+            rescale_issue,
             single: (flops_per_iter / single_rate).max(smem_per_iter / self.smem_bw_sm)
                 + staged_issue
+                + rescale_issue
                 + ITERATION_SYNC_CYCLES / clock,
             l2_mainloop,
             block_iters,
@@ -776,8 +805,12 @@ impl<'a> Pricer<'a> {
         let l2_per_iter = t.l2_per_iter;
         let dram_per_iter = dram_mainloop / t.block_iters;
         let latency = self.stage_latency(dram_mainloop, l2_mainloop);
-        let (flops_per_iter, smem_per_iter, staged_issue) =
-            (t.flops_per_iter, t.smem_per_iter, t.staged_issue);
+        let (flops_per_iter, smem_per_iter, staged_issue, rescale_issue) = (
+            t.flops_per_iter,
+            t.smem_per_iter,
+            t.staged_issue,
+            t.rescale_issue,
+        );
 
         // One stage's operands arrive after the memory latency plus their transfer at the SM's share
         // of L2 bandwidth (split among the SMs that are busy, at most the SM's own port);
@@ -788,7 +821,8 @@ impl<'a> Pricer<'a> {
         let iteration = |resident: f64, blocks: f64| -> IterationTimes {
             let warps = (resident as u32) * c.compute_warps();
             let tc_rate = peak / sms * mma_efficiency(c.mma, arch, warps, has_wgmma);
-            let compute = resident * (flops_per_iter / tc_rate + staged_issue);
+            // Scaling runs on the FP32 lanes: resident blocks overlap it with their math.
+            let compute = resident * ((flops_per_iter / tc_rate).max(rescale_issue) + staged_issue);
             let smem = resident * smem_per_iter / smem_bw_sm;
             let l2 = blocks * l2_per_iter / l2_bw;
             let dram = blocks * dram_per_iter / dram_bw;

@@ -200,7 +200,10 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
     // The policy's depth variants (a shallower depth of a structure it also priced deeper)
     // are left out of the window's bounds and of the structural picks: they fill the slots
     // the window's structures leave, before anything past the window.
-    let structural: Vec<usize> = (0..all.len()).filter(|&i| !all[i].depth_variant).collect();
+    // (Variants without any structure, which the policy never hands over, rank as structures.)
+    let any_structure = all.iter().any(|c| !c.depth_variant);
+    let apart = |i: usize| any_structure && all[i].depth_variant;
+    let structural: Vec<usize> = (0..all.len()).filter(|&i| !apart(i)).collect();
     let k = topk.min(structural.len());
     let mut scratch: Vec<u64> = structural.iter().map(|&i| bits[i]).collect();
     let (faster, &mut kth_bits, _) = scratch.select_nth_unstable(k - 1);
@@ -232,7 +235,7 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
     // Then the variants within the limit, fastest first; past the window only the fastest
     // structures are taken, in order; they are among the k fastest.
     let mut variants: Vec<usize> = (0..all.len())
-        .filter(|&i| all[i].depth_variant && bits[i] <= limit)
+        .filter(|&i| apart(i) && bits[i] <= limit)
         .collect();
     variants.sort_unstable_by(|&a, &b| before(a, b));
     let mut beyond: Vec<usize> = structural
@@ -377,6 +380,11 @@ mod tests {
         assert_eq!(
             times(select(&[far, b, a], 3, DIVERSITY_WINDOW)),
             [100.0, 105.0, 150.0]
+        );
+        // Variants alone (no policy hands those over) still get a ranking.
+        assert_eq!(
+            times(select(&[b_shallower, a_shallower], 2, DIVERSITY_WINDOW)),
+            [100.1, 106.0]
         );
     }
 

@@ -154,6 +154,41 @@ fn block_scaled_fp8_counts_the_second_accumulator() {
     assert!(!would_spill(&config(64, 128, 4), &fp8, h100));
 }
 
+/// With block scales each K step's product is scaled before it is accumulated, after the
+/// step's tensor-core work: the two warpgroups of one 8-warp block do it in step, while two
+/// 4-warp blocks overlap one's scaling with the other's math. Measured on the H200
+/// (benches/moe/runs/h200-2026-11-25-v3-fp8*): at M >= 1024, 128 x 128 with 8 warps ran at
+/// 0.70-0.85 of 64 x 128 with 4 warps; per-tensor scales have no such step.
+#[test]
+fn block_scales_cost_one_block_of_two_warpgroups_more_than_two_blocks() {
+    let db = db();
+    let h200 = db.get("h200").unwrap();
+    let t = MoeTemplate::new(128, 8, 4096, 1536).with_dtype(MoeDtype::Fp8W8a8);
+    let time = |t: &MoeTemplate, block_m, num_warps| {
+        let hints = recommend_moe(t, h200, 2048, TopK::new(TopK::MAX).unwrap()).unwrap();
+        hints
+            .iter()
+            .filter(|h| {
+                let c = &h.config;
+                (c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages)
+                    == (block_m, 128, 128, num_warps, 4)
+            })
+            .map(|h| h.time_us)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let block = t.clone().with_block_shape(Some([128, 128]));
+    let ratio = |t: &MoeTemplate| time(t, 128, 8) / time(t, 64, 4);
+    assert!(ratio(&block).is_finite() && ratio(&t).is_finite());
+    assert!(
+        ratio(&block) > ratio(&t) * 1.05,
+        "block scales: {} per-tensor: {}",
+        ratio(&block),
+        ratio(&t)
+    );
+    // Scaling only adds work.
+    assert!(time(&block, 64, 4) >= time(&t, 64, 4));
+}
+
 #[test]
 fn group_size_twins_do_not_crowd_the_top_k() {
     let db = db();

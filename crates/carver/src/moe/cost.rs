@@ -21,7 +21,8 @@
 //!
 //! Waves, occupancy, L2 and DRAM traffic, latency and the epilogue are the dense model's.
 //! Blocks past the padded rows exit after one load (`pid_m * BM >= num_tokens_post_padded`) and
-//! the routing-weight multiply is one scale per row: neither is priced.
+//! the routing-weight multiply is one scale per row: neither is priced. With block scales every
+//! K step's product is scaled before it is accumulated (`Pricer::with_block_scales`).
 
 use carver_arch::Arch;
 
@@ -145,6 +146,17 @@ pub(crate) fn weight_stream_efficiency(c: &MoeConfig, gemm: &Problem, p: &MoePro
     }
 }
 
+/// The dense pricer as the fused-MoE kernel runs `c`: the expert weights at their streaming
+/// rate, and with block scales each K step's product scaled before it is accumulated.
+fn moe_pricer<'a>(pricer: Pricer<'a>, c: &MoeConfig, gemm: &Problem, p: &MoeProblem) -> Pricer<'a> {
+    let pricer = pricer.with_dram_efficiency(weight_stream_efficiency(c, gemm, p));
+    if p.block_shape.is_some() {
+        pricer.with_block_scales()
+    } else {
+        pricer
+    }
+}
+
 /// Predicted time of `c` for one GEMM's variants, seconds (`None`: no block fits an SM).
 pub(crate) fn time_of(
     c: &MoeConfig,
@@ -157,7 +169,7 @@ pub(crate) fn time_of(
     for (v, pricer) in g.variants.iter().zip(pricers) {
         let tile = tile_of(c, &v.problem, p, arch)?;
         let res = resources_of(c, &tile, &v.problem, p, arch);
-        let pricer = pricer.with_dram_efficiency(weight_stream_efficiency(c, &v.problem, p));
+        let pricer = moe_pricer(*pricer, c, &v.problem, p);
         let terms = pricer.terms(&tile);
         total += v.weight * pricer.time_with(&terms, &tile, blocks_per_sm(&tile, res, arch))?;
     }
@@ -188,10 +200,7 @@ pub(crate) fn predict_gemm(
         .max_by(|a, b| a.0.weight.total_cmp(&b.0.weight))?;
     let tile = tile_of(c, &nearest.0.problem, p, arch)?;
     let res = resources_of(c, &tile, &nearest.0.problem, p, arch);
-    let detail = nearest
-        .1
-        .with_dram_efficiency(weight_stream_efficiency(c, &nearest.0.problem, p))
-        .predict(&tile, res)?;
+    let detail = moe_pricer(*nearest.1, c, &nearest.0.problem, p).predict(&tile, res)?;
     let row_blocks = g.occupancy.row_blocks;
     Some(GemmPrediction {
         time_us: time * 1e6,
