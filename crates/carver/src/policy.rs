@@ -125,6 +125,7 @@ pub fn candidates_for_topk(
         p,
         arch,
         order_matters: launch_order_matters(p, arch) && family.groups().len() > 1,
+        window: window_for(family, p, arch),
     };
     let mut out = search.run(&m_sizes, &n_sizes, &k_sizes, topk);
     if out.is_empty() {
@@ -152,16 +153,19 @@ fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
         family,
         p,
         arch,
+        window,
         ..
     } = *search;
     let best = candidates
         .iter()
         .map(|c| c.time_us)
         .fold(f64::INFINITY, f64::min);
-    let limit = best * (1.0 + window_for(family, p, arch));
+    let limit = best * (1.0 + window);
     let shallowest = family.stage_range().0;
     let mut out = Vec::new();
     for c in candidates.iter().filter(|c| c.time_us <= limit) {
+        // A structure's terms do not depend on its depth.
+        let terms = pricer.terms(&c.tile);
         for stages in (shallowest..c.tile.stages)
             .rev()
             .take(DEPTH_VARIANTS as usize)
@@ -170,7 +174,6 @@ fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
             let Ok(res) = check_config(family, &tile, p, arch) else {
                 continue;
             };
-            let terms = pricer.terms(&tile);
             if let Some(time) = pricer.time_with(&terms, &tile, blocks_per_sm(&tile, res, arch)) {
                 out.push(Candidate {
                     tile,
@@ -198,6 +201,8 @@ struct Search<'a> {
     arch: &'a Arch,
     /// Whether the launch order can change DRAM traffic (the family has groups to choose).
     order_matters: bool,
+    /// The ranking's diversity window for this problem (`rank::window_for`).
+    window: f64,
 }
 
 /// What waits in the queue: a group not yet expanded, or a structure (of an expanded group)
@@ -239,7 +244,7 @@ impl Search<'_> {
             Reverse((key(bound), Node::Group(i as u32)))
         }));
         let mut queue = BinaryHeap::from(queue);
-        let mut fastest = PickBound::new(topk, window_for(self.family, self.p, self.arch));
+        let mut fastest = PickBound::new(topk, self.window);
         while let Some(Reverse((bound_bits, node))) = queue.pop() {
             // Rounding in the bound's different order of sums must not prune a tie.
             if f64::from_bits(bound_bits) * (1.0 - 1e-9) > fastest.limit() {
@@ -539,7 +544,8 @@ mod tests {
             let Ok(p) = tpl.validate(arch) else { return Ok(()) };
             let family = target.rules();
             let Some(pricer) = Pricer::new(family, &p, arch) else { return Ok(()) };
-            let search = Search { pricer: &pricer, family, p: &p, arch, order_matters: true };
+            let window = window_for(family, &p, arch);
+            let search = Search { pricer: &pricer, family, p: &p, arch, order_matters: true, window };
             let [bms, bns, bks] = family.block_sizes(&p, arch);
             let (layouts, groups) = search.groups(&bms, &bns, &bks);
             for (pair, group) in groups {
