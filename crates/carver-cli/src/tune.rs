@@ -46,6 +46,15 @@ pub struct TuneArgs {
         allow_negative_numbers = true
     )]
     pub k: Option<u64>,
+    /// Independent matmuls of this shape, stored one after another (strided batched GEMM).
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_parser = parse_size,
+        allow_negative_numbers = true,
+        conflicts_with = "shapes"
+    )]
+    pub batch: u64,
     /// Input dtype of A and B (the output has the same type): bf16 or f16.
     #[arg(long, default_value = "bf16", value_parser = parse_dtype)]
     pub dtype: DType,
@@ -174,7 +183,7 @@ pub fn run_tune(args: TuneArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
             args.m.unwrap_or_default(),
             args.n.unwrap_or_default(),
             args.k.unwrap_or_default(),
-            1,
+            args.batch,
         )],
     };
     let request = TuneRequest {

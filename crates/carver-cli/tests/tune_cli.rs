@@ -239,6 +239,7 @@ fn on_a_hopper_gpu_a_faulting_or_hanging_candidate_does_not_end_the_run() {
         m: 512,
         n: 512,
         k: 512,
+        batch: 1,
         input: DType::Bf16,
         output: DType::Bf16,
         layout_b: Layout::Row,
@@ -253,6 +254,7 @@ fn on_a_hopper_gpu_a_faulting_or_hanging_candidate_does_not_end_the_run() {
             group_m: 1,
             cluster_m: 1,
             persistent: false,
+            split_k: 1,
         })
     };
     let (trap, hang, good) = (spec(3), spec(4), spec(5));
@@ -263,7 +265,8 @@ fn on_a_hopper_gpu_a_faulting_or_hanging_candidate_does_not_end_the_run() {
         let source = format!(
             "struct __align__(64) TmaMap {{ unsigned long long w[16]; }};\n\
              extern \"C\" __global__ void carver_sm90_gemm(const __grid_constant__ TmaMap a, \
-             const __grid_constant__ TmaMap b, unsigned short* c, int m, int n, int k) {{ {body} }}\n"
+             const __grid_constant__ TmaMap b, unsigned short* c, float* partials, int m, int n, int k, \
+             int batch) {{ {body} }}\n"
         );
         let (cubin, log) = compile_source(&source, "planted").unwrap();
         let mut k = CompiledKernel {
@@ -331,7 +334,49 @@ fn tune_configs(
     configs: &[(u32, u32, u32, u32, u32, bool)],
     kernels: &carver_gpu::sm90::KernelCache,
 ) -> carver_gpu::tune::TuneOutcome {
-    use carver::family::Sm90Params;
+    let params = configs
+        .iter()
+        .map(
+            |&(block_m, block_n, stages, consumers, cluster_m, persistent)| {
+                sm90_params(
+                    block_m, block_n, stages, consumers, cluster_m, persistent, 1,
+                )
+            },
+        )
+        .collect::<Vec<_>>();
+    tune_params(problem, &params, kernels)
+}
+
+#[cfg(feature = "gpu")]
+fn sm90_params(
+    block_m: u32,
+    block_n: u32,
+    stages: u32,
+    consumers: u32,
+    cluster_m: u32,
+    persistent: bool,
+    split_k: u32,
+) -> carver::family::Sm90Params {
+    carver::family::Sm90Params {
+        block_m,
+        block_n,
+        block_k: 64,
+        stages,
+        consumers,
+        group_m: 8,
+        cluster_m,
+        persistent,
+        split_k,
+    }
+}
+
+/// [`tune_configs`] for whole parameter sets.
+#[cfg(feature = "gpu")]
+fn tune_params(
+    problem: carver_gpu::tune::GemmProblem,
+    params: &[carver::family::Sm90Params],
+    kernels: &carver_gpu::sm90::KernelCache,
+) -> carver_gpu::tune::TuneOutcome {
     use carver_gpu::tune::{Candidate, TimingOptions, TuneJob, tune};
 
     let bin = carver_bin();
@@ -340,25 +385,14 @@ fn tune_configs(
         c.args(["tune", "--worker"]);
         c
     };
-    let candidates = configs
+    let candidates = params
         .iter()
         .enumerate()
-        .map(
-            |(i, &(block_m, block_n, stages, consumers, cluster_m, persistent))| Candidate {
-                spec: problem.spec(Sm90Params {
-                    block_m,
-                    block_n,
-                    block_k: 64,
-                    stages,
-                    consumers,
-                    group_m: 8,
-                    cluster_m,
-                    persistent,
-                }),
-                model_rank: i as u32 + 1,
-                predicted_s: 1e-5,
-            },
-        )
+        .map(|(i, &params)| Candidate {
+            spec: problem.spec(params),
+            model_rank: i as u32 + 1,
+            predicted_s: 1e-5,
+        })
         .collect();
     let job = TuneJob {
         problem,
@@ -423,6 +457,7 @@ fn on_a_hopper_gpu_every_epilogue_path_matches_cublas() {
             m,
             n,
             k,
+            batch: 1,
             input: dtype,
             output: dtype,
             layout_b,
@@ -439,6 +474,87 @@ fn on_a_hopper_gpu_every_epilogue_path_matches_cublas() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Split-K and batches against cuBLAS: K shared by 2 to 7 blocks per tile with shares of
+/// unequal length, decode (M = 1) and ragged M and N, with clusters and persistent grids; then
+/// batches of 3 and 4 matrices with and without a split, aligned and repacked. Then the CLI:
+/// `carver tune --batch` tunes a batched shape and stores it under its batch.
+#[cfg(feature = "gpu")]
+#[test]
+fn on_a_hopper_gpu_split_k_and_batches_match_cublas() {
+    use carver::{DType, Layout};
+    use carver_gpu::sm90::KernelCache;
+    use carver_gpu::tune::GemmProblem;
+
+    let cache = TempDir::new().unwrap();
+    if !hopper_or_skip(cache.path()) {
+        return;
+    }
+    let kernels = KernelCache::new(cache.path()).unwrap();
+    let p = sm90_params;
+    let row_major_b = [
+        p(64, 64, 4, 1, 1, false, 2),
+        p(64, 128, 6, 1, 1, true, 3),
+        p(128, 256, 4, 2, 1, true, 4),
+        p(128, 128, 4, 1, 2, false, 7),
+    ];
+    let col_major_b = [
+        p(64, 16, 4, 1, 1, false, 5),
+        p(64, 96, 6, 1, 1, true, 2),
+        p(128, 144, 4, 2, 2, true, 3),
+        p(64, 64, 4, 1, 1, false, 1),
+    ];
+    // (m, n, k, batch, B layout, dtype, configs)
+    let problems = [
+        (1, 1000, 4096, 1, Layout::Row, DType::Bf16, &row_major_b),
+        (1, 1000, 4096, 1, Layout::Col, DType::Bf16, &col_major_b),
+        (333, 1002, 3001, 1, Layout::Col, DType::F16, &col_major_b),
+        (777, 1024, 2000, 1, Layout::Row, DType::F16, &row_major_b),
+        (333, 1000, 1000, 3, Layout::Row, DType::Bf16, &row_major_b),
+        (96, 1001, 1001, 4, Layout::Col, DType::Bf16, &col_major_b),
+    ];
+    let mut failures = Vec::new();
+    for (m, n, k, batch, layout_b, dtype, configs) in problems {
+        let problem = GemmProblem {
+            m,
+            n,
+            k,
+            batch,
+            input: dtype,
+            output: dtype,
+            layout_b,
+        };
+        let outcome = tune_params(problem, configs, &kernels);
+        for c in &outcome.candidates {
+            let what = format!("{batch} x {m}x{n}x{k} {}", c.spec.label());
+            match (&c.measured, &c.failure) {
+                (Some(meas), _) => eprintln!("{what}: relative error {:.2e}", meas.rel_error),
+                (None, failure) => failures.push(format!("{what}: {failure:?}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    let dims = [
+        "--m", "256", "--n", "512", "--k", "1024", "--batch", "6", "--topk", "2",
+    ];
+    let report = tune_json(cache.path(), &dims);
+    let r = &report["results"][0];
+    assert_eq!(r["source"], "tuned", "{r}");
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(r["shape"]["batch"], 6, "{r}");
+    assert_eq!(r["stored"], "inserted", "{r}");
+    let again = tune_json(cache.path(), &dims);
+    assert_eq!(again["results"][0]["source"], "database", "{again}");
+    // Another batch is another problem.
+    let dims = [
+        "--m", "256", "--n", "512", "--k", "1024", "--batch", "2", "--topk", "1",
+    ];
+    assert_eq!(
+        tune_json(cache.path(), &dims)["results"][0]["source"],
+        "tuned"
+    );
 }
 
 /// Operands whose rows are not 16-byte aligned are copied into padded rows before every launch:
@@ -503,6 +619,7 @@ fn on_a_hopper_gpu_unaligned_operands_are_repacked_and_match_cublas() {
             m,
             n,
             k,
+            batch: 1,
             input: dtype,
             output: dtype,
             layout_b,

@@ -238,6 +238,7 @@ mod live {
             m: p.m,
             n: p.n,
             k: p.k,
+            batch: p.batch,
             input: p.a,
             output: p.c,
             layout_b: p.layout_b,
@@ -390,15 +391,6 @@ mod live {
             .with_batch(shape.batch);
         let arch = &s.gpu.arch;
         let p = tpl.validate(arch)?;
-        if p.batch != 1 {
-            return Err(FlowError::Model(
-                carver::family::ProblemRejected {
-                    family: FAMILY,
-                    reason: format!("batch = {}: the kernel runs one matmul (batch 1)", p.batch),
-                }
-                .into(),
-            ));
-        }
         let key = tune_key(&s.device, &p);
         let mut result = empty_result(shape_spec(shape), request, None);
         let exhaustive = request.candidates == Candidates::Every;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use carver::family::Sm90Params;
 use carver::{DType, Layout};
 use carver_gpu::sm90::{
-    KernelSpec, LoadedKernel, OperandRows, RepackKernel, compile_kernel, encode_tma_maps,
-    operand_rows,
+    GemmDims, GemmOutput, KernelSpec, LoadedKernel, OperandRows, RepackKernel, compile_kernel,
+    encode_tma_maps, operand_rows,
 };
 use cudarc::cublas::{CudaBlas, result as cublas_result, sys as cublas_sys};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, sys};
@@ -409,6 +409,7 @@ fn on_a_hopper_gpu_the_gemm_on_repacked_operands_is_exact() {
                 group_m: 8,
                 cluster_m: 1,
                 persistent: false,
+                split_k: 1,
             },
             input: dtype,
             output: dtype,
@@ -416,8 +417,8 @@ fn on_a_hopper_gpu_the_gemm_on_repacked_operands_is_exact() {
         };
         let compiled = compile_kernel(&spec).unwrap();
         let kernel = LoadedKernel::load(&ctx, &spec, compiled.cubin).unwrap();
-        let grid = kernel.grid(m as u64, n as u64, sms).unwrap();
-        let maps = encode_tma_maps(&spec, ptrs[0], ptrs[1], &a_rows, &b_rows).unwrap();
+        let grid = kernel.grid(m as u64, n as u64, 1, sms).unwrap();
+        let maps = encode_tma_maps(&spec, ptrs[0], ptrs[1], &a_rows, &b_rows, 1).unwrap();
         let c = stream.alloc_zeros::<u16>(m * n).unwrap();
         let c_ref = stream.alloc_zeros::<u16>(m * n).unwrap();
         // SAFETY: the maps describe the live (padded) operands; `c` holds M x N elements.
@@ -426,10 +427,16 @@ fn on_a_hopper_gpu_the_gemm_on_repacked_operands_is_exact() {
                 .launch(
                     &stream,
                     &maps,
-                    ptr(&c, &stream),
-                    m as u64,
-                    n as u64,
-                    k as u64,
+                    GemmOutput {
+                        c: ptr(&c, &stream),
+                        partials: 0,
+                    },
+                    GemmDims {
+                        m: m as u64,
+                        n: n as u64,
+                        k: k as u64,
+                        batch: 1,
+                    },
                     grid,
                 )
                 .unwrap()

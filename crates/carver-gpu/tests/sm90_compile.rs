@@ -1,7 +1,8 @@
 //! The cuda-sm90 kernel compiles with NVRTC for sm_90a, without register spills, for
 //! representative configurations of its space (every structure the recommender proposes: both
 //! consumer counts, every m-iteration count, the widest tiles, both B layouts, bf16 and f16,
-//! epilogue chunks of 16, 32, 48 and 64 columns), and the copy kernel that pads unaligned operands.
+//! epilogue chunks of 16, 32, 48 and 64 columns, split-K), the copy kernel that pads unaligned
+//! operands and the split-K reduction.
 //!
 //! Needs libnvrtc, not a GPU: `scripts/test` installs the `nvidia-cuda-nvrtc` wheel and puts its
 //! lib folder on `LD_LIBRARY_PATH`. Skipped, saying why, when libnvrtc cannot be loaded.
@@ -10,8 +11,8 @@ use carver::family::{ConfigError, Sm90Params, Sm90Violation};
 use carver::{DType, Layout};
 use carver_gpu::GpuError;
 use carver_gpu::sm90::{
-    CacheDefect, KernelCache, KernelSpec, PtxasReport, REPACK_NAME, REPACK_SOURCE, compile_all,
-    compile_kernel, compile_source,
+    CacheDefect, KernelCache, KernelSpec, PtxasReport, REPACK_NAME, REPACK_SOURCE, SPLITK_NAME,
+    SPLITK_SOURCE, compile_all, compile_kernel, compile_source,
 };
 
 fn spec(
@@ -30,6 +31,7 @@ fn spec(
             group_m: 8,
             cluster_m: 1,
             persistent,
+            split_k: 1,
         },
         input,
         output: input,
@@ -66,6 +68,18 @@ fn representative() -> Vec<KernelSpec> {
     ] {
         let mut s = spec(shape, persistent, layout, DType::Bf16);
         s.params.cluster_m = 2;
+        v.push(s);
+    }
+    // Split-K (the epilogue stores fp32 partials), alone, with a cluster, persistent.
+    for (shape, persistent, layout, split, cluster_m) in [
+        ((64, 64, 4, 1), false, Layout::Row, 4, 1),
+        ((128, 256, 4, 2), true, Layout::Row, 2, 1),
+        ((128, 144, 4, 2), true, Layout::Col, 3, 2),
+        ((256, 96, 3, 1), false, Layout::Col, 8, 1),
+    ] {
+        let mut s = spec(shape, persistent, layout, DType::Bf16);
+        s.params.split_k = split;
+        s.params.cluster_m = cluster_m;
         v.push(s);
     }
     v
@@ -222,6 +236,22 @@ fn the_repack_copy_kernel_compiles_without_local_memory() {
         report.registers, report.stack_frame_bytes
     );
     // The per-shift specialisations keep every register index constant: no local array.
+    assert!(!report.spills(), "{log}");
+    assert_eq!(report.stack_frame_bytes, 0, "{log}");
+    assert_eq!(&cubin[..4], b"\x7fELF");
+}
+
+#[test]
+fn the_split_k_reduction_compiles_without_local_memory() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let (cubin, log) = compile_source(SPLITK_SOURCE, SPLITK_NAME).unwrap();
+    let report = PtxasReport::parse(&log).expect("ptxas reports the reduction");
+    eprintln!(
+        "{SPLITK_NAME}: {} registers, {} B stack",
+        report.registers, report.stack_frame_bytes
+    );
     assert!(!report.spills(), "{log}");
     assert_eq!(report.stack_frame_bytes, 0, "{log}");
     assert_eq!(&cubin[..4], b"\x7fELF");

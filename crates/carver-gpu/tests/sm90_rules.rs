@@ -139,6 +139,7 @@ fn points_outside_the_space_are_rejected_by_both_for_the_same_reason() {
         group_m: 8,
         cluster_m: 1,
         persistent: false,
+        split_k: 1,
     };
     let bad = [
         (
@@ -196,6 +197,13 @@ fn points_outside_the_space_are_rejected_by_both_for_the_same_reason() {
         ),
         (
             Sm90Params {
+                split_k: 17,
+                ..good
+            },
+            Sm90Violation::SplitK { split_k: 17 },
+        ),
+        (
+            Sm90Params {
                 block_m: 256,
                 block_n: 256,
                 consumers: 1,
@@ -217,4 +225,21 @@ fn points_outside_the_space_are_rejected_by_both_for_the_same_reason() {
         );
         assert_eq!(spec_for(params, &p).check(), expected, "{params:?}");
     }
+    // A split with no K tiles of its own is refused for the problem (K = 4096: 64 tiles).
+    let too_split = Sm90Params {
+        split_k: 16,
+        ..good
+    };
+    assert_eq!(family.check_rules(&too_split.to_tile(), &p, &arch), Ok(()));
+    let short_k = template(4096, 4096, 512, DType::Bf16, DType::Bf16, Layout::Row)
+        .validate(&arch)
+        .unwrap();
+    assert_eq!(
+        family.check_rules(&too_split.to_tile(), &short_k, &arch),
+        Err(ConfigError::Sm90(Sm90Violation::SplitBeyondK {
+            split_k: 16,
+            k_tiles: 8,
+            block_k: 64
+        }))
+    );
 }

@@ -1,4 +1,5 @@
-// carver's Hopper GEMM, the `cuda-sm90` kernel family: C[M, N] = A[M, K] * B[K, N].
+// carver's Hopper GEMM, the `cuda-sm90` kernel family: C[b, M, N] = A[b, M, K] * B[b, K, N] for
+// each of `batch` equally shaped, densely stacked matmuls (batch 1: one matmul).
 //
 // Compiled at run time with NVRTC for sm_90a, once per configuration. The host puts in front of
 // this file the configuration's #defines and `wgmma_tile`, the one wgmma instruction of the tile
@@ -10,6 +11,9 @@
 //   PERSISTENT          1: a grid of at most one wave loops over tiles
 //   CLUSTER_M           CTAs per cluster along M (1 or 2); a pair shares its B tile, each CTA
 //                       loading half of it with TMA multicast into both
+//   SPLIT_K             blocks sharing one tile's K loop, each over a contiguous share of the K
+//                       tiles; with more than 1 each writes its fp32 partial tile to `partials`
+//                       (see below) and `carver_sm90_splitk_reduce` (splitk.cu) sums them
 //   B_KMAJOR            1: B is stored N x K (K contiguous); 0: K x N (N contiguous)
 //   OUT_BF16            1: C is bf16; 0: C is f16
 //
@@ -27,6 +31,11 @@
 // do not start on 16-byte boundaries (N not a multiple of 8), the warp instead writes one row at
 // a time, two values a lane (one 4-byte store where the address allows, else two 2-byte ones).
 // In a persistent grid the producer meanwhile prefetches the next tile into the other stages.
+// With SPLIT_K > 1 the consumers instead store their fp32 accumulators straight from registers
+// into the workspace, laid out [batch][SPLIT_K][M][ldw] with ldw = N rounded up to whole tiles
+// (so every column a block stores exists; rows are predicated on M).
+// Tensor maps are 3-D (columns, rows, batch): the batch index is the third coordinate, so a
+// box never crosses from one matrix of the batch into the next.
 // With CLUSTER_M = 2 the two CTAs of a cluster compute vertically adjacent tiles: each loads
 // its own A tile and half of the shared B tile, multicast to both; a stage is refilled only
 // once the consumers of both CTAs have released it (remote mbarrier arrivals).
@@ -65,6 +74,9 @@ struct __align__(64) TmaMap {
 #endif
 #if CLUSTER_M != 1 && CLUSTER_M != 2
 #error "CLUSTER_M must be 1 or 2"
+#endif
+#if SPLIT_K < 1
+#error "SPLIT_K must be at least 1"
 #endif
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
@@ -106,24 +118,24 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 
 // ---- TMA ----------------------------------------------------------------------------------
 
-__device__ __forceinline__ void tma_load_2d(u32 dst, const TmaMap* map, u32 bar, int inner,
-                                            int outer) {
+__device__ __forceinline__ void tma_load_3d(u32 dst, const TmaMap* map, u32 bar, int inner,
+                                            int outer, int layer) {
     asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-        " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
-        "l"((u64)map), "r"(inner), "r"(outer), "r"(bar)
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
+        "l"((u64)map), "r"(inner), "r"(outer), "r"(layer), "r"(bar)
         : "memory");
 }
 
 #if CLUSTER_M > 1
 // Loads one box and writes it, at the same offset, into the shared memory of every CTA of the
 // cluster in `mask`, completing bytes on the mbarrier at the same offset in each.
-__device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const TmaMap* map, u32 bar,
-                                                      int inner, int outer, u16 mask) {
+__device__ __forceinline__ void tma_load_3d_multicast(u32 dst, const TmaMap* map, u32 bar,
+                                                      int inner, int outer, int layer, u16 mask) {
     asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-        ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
-        "l"((u64)map), "r"(inner), "r"(outer), "r"(bar), "h"(mask)
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(dst),
+        "l"((u64)map), "r"(inner), "r"(outer), "r"(layer), "r"(bar), "h"(mask)
         : "memory");
 }
 
@@ -227,6 +239,10 @@ __device__ __forceinline__ u32 lds32(u32 addr) {
     return v;
 }
 
+__device__ __forceinline__ void stg_f32x2(float* p, float x, float y) {
+    asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y) : "memory");
+}
+
 __device__ __forceinline__ void stg128(u16* p, const u32 (&v)[4]) {
     asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v[0]), "r"(v[1]),
                  "r"(v[2]), "r"(v[3])
@@ -265,6 +281,30 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
     tn = r / rows;
 }
 
+// What work unit `u` computes. Units run through the batch's matrices, in each the K splits, in
+// each every cluster of tiles in grouped order: tile row `tm` (of this CTA of the cluster),
+// tile column `tn`, matrix `b`, the split's `slice` (b * SPLIT_K + split) and its K tiles
+// [kt0, kt1) (shares differ by at most one tile; a split is empty only when K has fewer tiles
+// than SPLIT_K).
+struct Work {
+    int tm, tn, b, slice, kt0, kt1;
+};
+
+__device__ __forceinline__ Work unit_work(int u, int unit_rows, int tiles_n, int k_tiles,
+                                          u32 rank) {
+    Work w;
+    const int per_slice = unit_rows * tiles_n;
+    w.slice = u / per_slice;
+    int um;
+    tile_coords(u - w.slice * per_slice, unit_rows, tiles_n, um, w.tn);
+    w.tm = um * CLUSTER_M + (int)rank;
+    w.b = w.slice / SPLIT_K;
+    const int split = w.slice - w.b * SPLIT_K;
+    w.kt0 = (int)((long long)split * k_tiles / SPLIT_K);
+    w.kt1 = (int)((long long)(split + 1) * k_tiles / SPLIT_K);
+    return w;
+}
+
 // ---- the kernel ---------------------------------------------------------------------------
 
 #if CLUSTER_M > 1
@@ -275,7 +315,8 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
     carver_sm90_gemm(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b,
-                     u16* __restrict__ c, int M, int N, int K) {
+                     u16* __restrict__ c, float* __restrict__ partials, int M, int N, int K,
+                     int batch) {
     // The ring, then the barriers: full[s] at bars + 8 s, empty[s] at bars + 8 (STAGES + s).
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 base = smem_u32(smem);
@@ -301,14 +342,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
     const u32 rank = 0;
 #endif
 
-    // Work is handed out in units of CLUSTER_M vertically adjacent tiles; CTA `rank` of a
-    // cluster takes tile row unit_row * CLUSTER_M + rank (past the last tile row when M runs
-    // out: its loads are zero-filled and its stores predicated off, but it still loads its
-    // half of B for its peer).
+    // Work is handed out in units of CLUSTER_M vertically adjacent tiles (of one matrix and one
+    // K split); CTA `rank` of a cluster takes tile row unit_row * CLUSTER_M + rank (past the
+    // last tile row when M runs out: its loads are zero-filled and its stores predicated off,
+    // but it still loads its half of B for its peer).
     const int tiles_m = (M + BM - 1) / BM;
     const int tiles_n = (N + BN - 1) / BN;
     const int unit_rows = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
-    const int units = unit_rows * tiles_n;
+    const int units = unit_rows * tiles_n * SPLIT_K * batch;
     const int first_unit = blockIdx.x / CLUSTER_M;
     const int unit_stride = gridDim.x / CLUSTER_M;
     const int k_tiles = (K + BK - 1) / BK;
@@ -323,10 +364,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
             asm volatile("prefetch.tensormap [%0];" ::"l"((u64)&tma_b) : "memory");
             u32 it = 0;
             for (int u = first_unit; u < units; u += unit_stride) {
-                int um, tn;
-                tile_coords(u, unit_rows, tiles_n, um, tn);
-                const int tm = um * CLUSTER_M + (int)rank;
-                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                const Work w = unit_work(u, unit_rows, tiles_n, k_tiles, rank);
+                const int tm = w.tm, tn = w.tn, b = w.b;
+                for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
                     const u32 s = it % STAGES;
                     // A fresh barrier counts as having completed the phase before its first,
                     // so the first pass over the ring does not wait.
@@ -335,28 +375,29 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                     mbar_expect_tx(full, STAGE_BYTES);
                     const u32 sa = base + s * STAGE_BYTES;
                     const u32 sb = sa + A_STAGE_BYTES;
-                    tma_load_2d(sa, &tma_a, full, kt * BK, tm * BM);
+                    tma_load_3d(sa, &tma_a, full, kt * BK, tm * BM, b);
 #if CLUSTER_M == 1
 #if B_KMAJOR
-                    tma_load_2d(sb, &tma_b, full, kt * BK, tn * BN);
+                    tma_load_3d(sb, &tma_b, full, kt * BK, tn * BN, b);
 #else
 #pragma unroll
                     for (int j = 0; j < BN / 64; ++j) {
-                        tma_load_2d(sb + j * B_BOX_BYTES, &tma_b, full, tn * BN + j * 64, kt * BK);
+                        tma_load_3d(sb + j * B_BOX_BYTES, &tma_b, full, tn * BN + j * 64, kt * BK,
+                                    b);
                     }
 #endif
 #else
 #if B_KMAJOR
                     // The B map's box is BN / CLUSTER_M rows of N: this CTA's share.
-                    tma_load_2d_multicast(sb + rank * (BN / CLUSTER_M) * 128, &tma_b, full,
-                                          kt * BK, tn * BN + (int)rank * (BN / CLUSTER_M),
+                    tma_load_3d_multicast(sb + rank * (BN / CLUSTER_M) * 128, &tma_b, full,
+                                          kt * BK, tn * BN + (int)rank * (BN / CLUSTER_M), b,
                                           (u16)((1u << CLUSTER_M) - 1));
 #else
 #pragma unroll
                     for (int j = 0; j < BN / 64; ++j) {
                         if (j % CLUSTER_M == (int)rank) {
-                            tma_load_2d_multicast(sb + j * B_BOX_BYTES, &tma_b, full,
-                                                  tn * BN + j * 64, kt * BK,
+                            tma_load_3d_multicast(sb + j * B_BOX_BYTES, &tma_b, full,
+                                                  tn * BN + j * 64, kt * BK, b,
                                                   (u16)((1u << CLUSTER_M) - 1));
                         }
                     }
@@ -376,15 +417,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
         float acc[M_SLABS][BN / 2];
         u32 it = 0;
         for (int u = first_unit; u < units; u += unit_stride) {
-            int um, tn;
-            tile_coords(u, unit_rows, tiles_n, um, tn);
-            const int tm = um * CLUSTER_M + (int)rank;
+            const Work w = unit_work(u, unit_rows, tiles_n, k_tiles, rank);
+            const int tm = w.tm, tn = w.tn;
+            const int nk = w.kt1 - w.kt0;
 #pragma unroll
             for (int mi = 0; mi < M_SLABS; ++mi) {
 #pragma unroll
                 for (int i = 0; i < BN / 2; ++i) acc[mi][i] = 0.0f;
             }
-            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+            for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
                 const u32 s = it % STAGES;
                 mbar_wait(bars + 8 * s, (it / STAGES) & 1);
                 const u32 sa = base + s * STAGE_BYTES + consumer * ROWS_PER_CONSUMER * 128;
@@ -405,24 +446,51 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                 wg_commit();
                 // The wgmma group of the previous k-tile has finished reading its stage.
                 wg_wait<1>();
-                if (kt > 0) {
+                if (kt > w.kt0) {
                     __syncwarp();
                     if (lane == 0) release_stage(bars + 8 * (STAGES + (it - 1) % STAGES));
                 }
             }
             wg_wait<0>();
 
+#if SPLIT_K > 1
+            // The partial tile goes to the workspace straight from the registers; the last
+            // stage is no longer read.
+            if (nk > 0) {
+                __syncwarp();
+                if (lane == 0) release_stage(bars + 8 * (STAGES + (it - 1) % STAGES));
+            }
+            {
+                const int ldw = tiles_n * BN;
+                float* out = partials + (u64)w.slice * (u64)M * (u64)ldw;
+#pragma unroll
+                for (int mi = 0; mi < M_SLABS; ++mi) {
+                    // Accumulator layout as in the epilogue below.
+                    const int row = tm * BM + consumer * ROWS_PER_CONSUMER + mi * 64 + warp * 16 +
+                                    lane / 4;
+                    float* r0 = out + (u64)row * (u64)ldw + tn * BN + (lane % 4) * 2;
+                    float* r8 = r0 + 8 * (u64)ldw;
+#pragma unroll
+                    for (int j = 0; j < BN / 8; ++j) {
+                        if (row < M) stg_f32x2(r0 + j * 8, acc[mi][4 * j], acc[mi][4 * j + 1]);
+                        if (row + 8 < M)
+                            stg_f32x2(r8 + j * 8, acc[mi][4 * j + 2], acc[mi][4 * j + 3]);
+                    }
+                }
+            }
+#else
+            u16* const cb = c + (u64)w.b * (u64)M * (u64)N;
             // Epilogue. The tile's last stage stays held (not released) until it is done: the
             // producer cannot refill it, the other consumer never reads this consumer's A rows,
             // and a cluster peer multicasts only into the B part. Each warp stages its output in
             // its own 16 A rows of that stage. (With no k-tile nothing was ever loaded.)
-            const u32 held = k_tiles > 0 ? (it - 1) % STAGES : 0;
+            const u32 held = nk > 0 ? (it - 1) % STAGES : 0;
             const u32 scratch = base + held * STAGE_BYTES + consumer * ROWS_PER_CONSUMER * 128 +
                                 warp * 16 * 128;
             // Every warp's part of the warpgroup's wgmma has read those rows.
             consumer_sync(consumer);
             // Rows of C start on 16-byte boundaries: whole 16-byte stores (else narrower ones).
-            const bool wide = (N & 7) == 0 && ((u64)c & 15) == 0;
+            const bool wide = (N & 7) == 0 && ((u64)cb & 15) == 0;
             // Row r of the buffer holds 8 chunks of 16 bytes; chunk x sits in slot x ^ (r % 8),
             // so the 8 rows of one stmatrix matrix, and the 4 rows one 16-byte read covers, hit
             // different banks. The buffer is 1 KiB aligned, so the swizzle is an XOR on the
@@ -476,7 +544,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                             lds128(addr, v);
                             const int row = row_base + r;
                             const int col = col_base + x * 8;
-                            if (row < M && col < N) stg128(c_at(c, row, N, col), v);
+                            if (row < M && col < N) stg128(c_at(cb, row, N, col), v);
                         }
                     } else {
                         // One row per pass, lane l taking columns 2l and 2l + 1: each store
@@ -487,7 +555,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                             if (2 * lane < width && col < N) {
                                 const u32 w = lds32(scratch + r * 128 +
                                                     (((lane / 4) ^ (r & 7)) << 4) + (lane & 3) * 4);
-                                u16* p = c_at(c, row_base + r, N, col);
+                                u16* p = c_at(cb, row_base + r, N, col);
                                 if (col + 1 < N && ((u64)p & 3) == 0) {
                                     *reinterpret_cast<u32*>(p) = w;
                                 } else {
@@ -501,12 +569,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                     __syncwarp();
                 }
             }
-            if (k_tiles > 0) {
+            if (nk > 0) {
                 // The buffer was written through the generic proxy; TMA refills it next.
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 __syncwarp();
                 if (lane == 0) release_stage(bars + 8 * (STAGES + held));
             }
+#endif
         }
     }
 #if CLUSTER_M > 1

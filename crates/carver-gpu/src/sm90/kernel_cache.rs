@@ -531,6 +531,7 @@ mod tests {
                 group_m: 8,
                 cluster_m: 1,
                 persistent: false,
+                split_k: 1,
             },
             input: DType::Bf16,
             output: DType::Bf16,

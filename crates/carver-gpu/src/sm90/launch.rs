@@ -8,6 +8,8 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
+use carver::family::ROW_MAJOR_B_BOX_COLUMNS;
+
 use super::{KERNEL_NAME, KernelSpec, OperandRows};
 use crate::driver::driver_err;
 use crate::error::GpuError;
@@ -21,10 +23,13 @@ pub struct TmaMap(pub sys::CUtensorMap);
 // parameter as a 128-byte struct.
 unsafe impl DeviceRepr for TmaMap {}
 
-fn encode_2d(
+/// A 3-D map over `batch` stacked copies of the operand `rows` describes (columns, rows,
+/// matrices), loading boxes of `box_inner` x `box_outer` x 1.
+fn encode_3d(
     input: carver::DType,
     ptr: sys::CUdeviceptr,
     rows: &OperandRows,
+    batch: u64,
     box_inner: u32,
     box_outer: u32,
     what: &'static str,
@@ -40,18 +45,18 @@ fn encode_2d(
         }
     };
     // The true extents: TMA zero-fills past them, so a padded copy's padding is never read.
-    let dims = [rows.cols, rows.rows];
-    // Byte stride of the outer dimension (the inner one is contiguous).
-    let strides = [rows.ld * 2];
-    let boxes = [box_inner, box_outer];
-    let element_strides = [1u32, 1];
+    let dims = [rows.cols, rows.rows, batch];
+    // Byte strides of the row and matrix dimensions (the inner one is contiguous).
+    let strides = [rows.ld * 2, rows.rows * rows.ld * 2];
+    let boxes = [box_inner, box_outer, 1];
+    let element_strides = [1u32, 1, 1];
     let mut map = TmaMap(sys::CUtensorMap { opaque: [0; 16] });
-    // SAFETY: every array has the length rank 2 needs; `map` is 64-byte aligned and 128 bytes.
+    // SAFETY: every array has the length rank 3 needs; `map` is 64-byte aligned and 128 bytes.
     unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map.0,
             dtype,
-            2,
+            3,
             ptr as *mut _,
             dims.as_ptr(),
             strides.as_ptr(),
@@ -68,46 +73,80 @@ fn encode_2d(
     Ok(map)
 }
 
-/// Tensor maps of A (row-major M x K) and B (row-major K x N, or N x K when `layout_b` is
-/// column-major), with the boxes the kernel loads. `a` and `b` say how each is laid out where
-/// `a_ptr` and `b_ptr` point (see [`operand_rows`](super::operand_rows)): every `ld` must be a
-/// multiple of 8 elements, so an operand whose rows are not points at its padded copy.
+/// The box the kernel loads of each operand, (inner, outer) elements: A's is block K x block M;
+/// B's is block K x block N (in a cluster each CTA loads its share of the rows) when B is
+/// stored N x K, else 64 columns x block K.
+pub fn tma_boxes(spec: &KernelSpec) -> ((u32, u32), (u32, u32)) {
+    let p = &spec.params;
+    let b = match spec.layout_b {
+        Layout::Col => (p.block_k, p.block_n / p.cluster_m.max(1)),
+        Layout::Row => (ROW_MAJOR_B_BOX_COLUMNS, p.block_k),
+    };
+    ((p.block_k, p.block_m), b)
+}
+
+/// Tensor maps of `batch` stacked A (row-major M x K) and B (row-major K x N, or N x K when
+/// `layout_b` is column-major), with the boxes the kernel loads. `a` and `b` say how each matrix
+/// is laid out where `a_ptr` and `b_ptr` point (see [`operand_rows`](super::operand_rows)):
+/// every `ld` must be a multiple of 8 elements, so an operand whose rows are not points at its
+/// padded copy; matrix i starts `rows x ld` elements after matrix i - 1.
 pub fn encode_tma_maps(
     spec: &KernelSpec,
     a_ptr: sys::CUdeviceptr,
     b_ptr: sys::CUdeviceptr,
     a: &OperandRows,
     b: &OperandRows,
+    batch: u64,
 ) -> Result<(TmaMap, TmaMap), GpuError> {
-    let p = &spec.params;
-    let map_a = encode_2d(
+    let (box_a, box_b) = tma_boxes(spec);
+    let map_a = encode_3d(
         spec.input,
         a_ptr,
         a,
-        p.block_k,
-        p.block_m,
+        batch,
+        box_a.0,
+        box_a.1,
         "cuTensorMapEncodeTiled(A)",
     )?;
-    let map_b = match spec.layout_b {
-        // In a cluster each CTA loads its share of the B tile's rows.
-        Layout::Col => encode_2d(
-            spec.input,
-            b_ptr,
-            b,
-            p.block_k,
-            p.block_n / p.cluster_m.max(1),
-            "cuTensorMapEncodeTiled(B)",
-        )?,
-        Layout::Row => encode_2d(
-            spec.input,
-            b_ptr,
-            b,
-            64,
-            p.block_k,
-            "cuTensorMapEncodeTiled(B)",
-        )?,
-    };
+    let map_b = encode_3d(
+        spec.input,
+        b_ptr,
+        b,
+        batch,
+        box_b.0,
+        box_b.1,
+        "cuTensorMapEncodeTiled(B)",
+    )?;
     Ok((map_a, map_b))
+}
+
+/// Where the GEMM writes: C (16-bit), and with split-K the fp32 workspace (0 without).
+#[derive(Clone, Copy, Debug)]
+pub struct GemmOutput {
+    pub c: sys::CUdeviceptr,
+    pub partials: sys::CUdeviceptr,
+}
+
+/// The sizes the kernel takes: `batch` products of M x K and K x N.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmDims {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub batch: u64,
+}
+
+impl GemmDims {
+    /// The kernel's int parameters (M, N, K, batch), each below 2^31.
+    pub fn int_args(&self) -> Result<[i32; 4], GpuError> {
+        let dim = |v: u64| {
+            i32::try_from(v).map_err(|_| GpuError::Unsupported {
+                what: format!("a size of {v}"),
+                reason: "the cuda-sm90 kernel takes sizes below 2^31".into(),
+            })
+        };
+        Ok([dim(self.m)?, dim(self.n)?, dim(self.k)?, dim(self.batch)?])
+    }
 }
 
 /// A cubin loaded on a device, ready to launch.
@@ -215,11 +254,11 @@ impl LoadedKernel {
         Ok(())
     }
 
-    /// Blocks to launch: one per tile (rounded up to whole clusters), or at most one wave for a
-    /// persistent kernel.
-    pub fn grid(&self, m: u64, n: u64, sms: u32) -> Result<u32, GpuError> {
+    /// Blocks to launch for `batch` M x N products: one per tile and K split (rounded up to
+    /// whole clusters), or at most one wave for a persistent kernel.
+    pub fn grid(&self, m: u64, n: u64, batch: u64, sms: u32) -> Result<u32, GpuError> {
         let cluster = u64::from(self.spec.params.cluster_m.max(1));
-        let units = self.spec.units(m, n);
+        let units = self.spec.units(m, n, batch);
         let resident_units = match self.max_active_clusters {
             Some(c) => u64::from(c),
             None => u64::from(sms) * u64::from(self.blocks_per_sm) / cluster,
@@ -238,30 +277,25 @@ impl LoadedKernel {
             })
     }
 
-    /// Launches C = A B on `stream` (asynchronous).
+    /// Launches the GEMM on `stream` (asynchronous): C = A B for each of the `batch` matrices,
+    /// or with split-K the partial products into `partials` (sum them with
+    /// [`SplitKReduce`](super::SplitKReduce)).
     ///
     /// # Safety
-    /// `maps` must describe live A and B buffers (or their padded copies) of an M x K and
-    /// K x N problem, and `c` must
-    /// point to at least M x N 16-bit elements, all on `stream`'s device.
-    #[allow(clippy::too_many_arguments)]
+    /// `maps` must describe live A and B buffers (or their padded copies) of `batch` M x K and
+    /// K x N problems; `c` must point to at least batch x M x N 16-bit elements, and with
+    /// split-K `partials` to the workspace
+    /// ([`Sm90Params::workspace_bytes`](carver::family::Sm90Params::workspace_bytes)), all on
+    /// `stream`'s device.
     pub unsafe fn launch(
         &self,
         stream: &Arc<CudaStream>,
         maps: &(TmaMap, TmaMap),
-        c: sys::CUdeviceptr,
-        m: u64,
-        n: u64,
-        k: u64,
+        out: GemmOutput,
+        dims: GemmDims,
         grid: u32,
     ) -> Result<(), GpuError> {
-        let dim = |v: u64| {
-            i32::try_from(v).map_err(|_| GpuError::Unsupported {
-                what: format!("a size of {v}"),
-                reason: "the cuda-sm90 kernel takes sizes below 2^31".into(),
-            })
-        };
-        let (m, n, k) = (dim(m)?, dim(n)?, dim(k)?);
+        let [m, n, k, batch] = dims.int_args()?;
         let cfg = LaunchConfig {
             grid_dim: (grid, 1, 1),
             block_dim: (self.spec.threads(), 1, 1),
@@ -271,12 +305,14 @@ impl LoadedKernel {
         launch
             .arg(&maps.0)
             .arg(&maps.1)
-            .arg(&c)
+            .arg(&out.c)
+            .arg(&out.partials)
             .arg(&m)
             .arg(&n)
-            .arg(&k);
+            .arg(&k)
+            .arg(&batch);
         // SAFETY: the caller guarantees the buffers; the parameters match the kernel's
-        // signature (two 128-byte maps, a pointer, three ints).
+        // signature (two 128-byte maps, two pointers, four ints).
         unsafe { launch.launch(cfg) }
             .map(|_| ())
             .map_err(driver_err("cuLaunchKernel(carver_sm90_gemm)"))

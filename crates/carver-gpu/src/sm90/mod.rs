@@ -1,7 +1,8 @@
 //! carver's own Hopper GEMM family (`cuda-sm90`): the CUDA source, its instantiation per
 //! configuration, NVRTC compilation to cubins with an on-disk cache, and (on a GPU) launching.
 //! Operands whose rows are not 16-byte aligned, which TMA cannot load, are first copied into
-//! padded buffers by the family's copy kernel (`repack`).
+//! padded buffers by the family's copy kernel (`repack`); a split-K configuration's partial
+//! tiles are summed by a second kernel (`splitk`).
 //!
 //! The configuration space is [`carver::family::Sm90Params`], the same definition the
 //! recommender's `cuda-sm90` target ranks, and so are its rules: [`KernelSpec::check`] is
@@ -11,6 +12,7 @@ mod compile;
 mod kernel_cache;
 mod launch;
 mod repack;
+mod splitk;
 
 use std::fmt::Write as _;
 
@@ -20,15 +22,16 @@ use serde::{Deserialize, Serialize};
 
 pub use compile::{CompiledKernel, PtxasReport, compile_kernel, compile_source, nvrtc_version};
 pub use kernel_cache::{CacheDefect, CompileEvent, KernelCache, compile_all, sha256_hex};
-pub use launch::{LoadedKernel, TmaMap, encode_tma_maps};
+pub use launch::{GemmDims, GemmOutput, LoadedKernel, TmaMap, encode_tma_maps, tma_boxes};
 pub use repack::{OperandRows, REPACK_NAME, REPACK_SOURCE, RepackKernel, operand_rows};
+pub use splitk::{SPLITK_NAME, SPLITK_SOURCE, SPLITK_THREADS, SplitKReduce, SplitKShape};
 
 /// The kernel source as shipped (without the per-configuration header).
 pub const KERNEL_SOURCE: &str = include_str!("kernel.cu");
 /// The kernel's entry point.
 pub const KERNEL_NAME: &str = "carver_sm90_gemm";
 /// Bumped when the generated header changes meaning without the source changing.
-const GENERATOR_VERSION: u32 = 1;
+const GENERATOR_VERSION: u32 = 2;
 
 /// One instantiation of the family: a configuration and the problem's element types and B
 /// layout (A is row-major, C row-major).
@@ -67,24 +70,23 @@ impl KernelSpec {
         self.params.accumulators_per_thread()
     }
 
-    /// Output tiles of an M x N problem.
-    pub fn tiles(&self, m: u64, n: u64) -> u64 {
-        m.div_ceil(u64::from(self.params.block_m)) * n.div_ceil(u64::from(self.params.block_n))
-    }
-
-    /// Work units of an M x N problem: clusters of `cluster_m` vertically adjacent tiles.
-    pub fn units(&self, m: u64, n: u64) -> u64 {
+    /// Work units of `batch` M x N products: clusters of `cluster_m` vertically adjacent tiles,
+    /// once per K split.
+    pub fn units(&self, m: u64, n: u64, batch: u64) -> u64 {
         let p = &self.params;
         m.div_ceil(u64::from(p.block_m))
             .div_ceil(u64::from(p.cluster_m.max(1)))
             * n.div_ceil(u64::from(p.block_n))
+            * u64::from(p.split_k.max(1))
+            * batch
     }
 
-    /// A short name, e.g. `128x256x64 s4 c2 g8 x2 persistent rr bf16` (`x2`: clusters of 2).
+    /// A short name, e.g. `128x256x64 s4 c2 g8 x2 k3 persistent rr bf16` (`x2`: clusters of 2,
+    /// `k3`: K split three ways).
     pub fn label(&self) -> String {
         let p = &self.params;
         format!(
-            "{}x{}x{} s{} c{} g{}{}{} r{} {}",
+            "{}x{}x{} s{} c{} g{}{}{}{} r{} {}",
             p.block_m,
             p.block_n,
             p.block_k,
@@ -93,6 +95,11 @@ impl KernelSpec {
             p.group_m,
             if p.cluster_m > 1 {
                 format!(" x{}", p.cluster_m)
+            } else {
+                String::new()
+            },
+            if p.split_k > 1 {
+                format!(" k{}", p.split_k)
             } else {
                 String::new()
             },
@@ -119,6 +126,7 @@ impl KernelSpec {
             ("GROUP_M", p.group_m),
             ("PERSISTENT", u32::from(p.persistent)),
             ("CLUSTER_M", p.cluster_m),
+            ("SPLIT_K", p.split_k),
             ("B_KMAJOR", u32::from(self.layout_b == Layout::Col)),
             ("OUT_BF16", u32::from(self.output == DType::Bf16)),
         ] {
@@ -200,10 +208,15 @@ pub(crate) fn fnv1a(parts: &[&[u8]]) -> u64 {
 /// copied into padded rows first, see [`operand_rows`]) it covers the copy kernel too, whose
 /// time is part of such a problem's; records of aligned problems do not depend on it.
 pub fn family_hash(repacked: bool) -> String {
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(4);
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(5);
     let wrapper = wgmma_wrapper(256, DType::Bf16, true);
     let version = GENERATOR_VERSION.to_le_bytes();
-    parts.extend([KERNEL_SOURCE.as_bytes(), &version[..], wrapper.as_bytes()]);
+    parts.extend([
+        KERNEL_SOURCE.as_bytes(),
+        &version[..],
+        wrapper.as_bytes(),
+        SPLITK_SOURCE.as_bytes(),
+    ]);
     if repacked {
         parts.push(REPACK_SOURCE.as_bytes());
     }
@@ -225,6 +238,7 @@ mod tests {
                 group_m: 8,
                 cluster_m: 1,
                 persistent: false,
+                split_k: 1,
             },
             input: DType::Bf16,
             output: DType::Bf16,

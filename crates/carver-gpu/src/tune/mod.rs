@@ -44,12 +44,16 @@ pub use worker::{compile_worker_helpers, serve_worker};
 /// At most this many cuBLAS timings are interleaved with the candidates (plus one at the end).
 const MAX_CUBLAS_TIMINGS: usize = 16;
 
-/// The matmul being tuned: `C[M, N] = A[M, K] B[K, N]`, A and C row-major.
+/// The matmul being tuned: `C[M, N] = A[M, K] B[K, N]`, A and C row-major, for each of
+/// `batch` densely stacked matrices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GemmProblem {
     pub m: u64,
     pub n: u64,
     pub k: u64,
+    /// Matrices in the batch (1: one matmul).
+    #[serde(default = "one_matrix")]
+    pub batch: u64,
     /// Element type of A and B.
     pub input: DType,
     pub output: DType,
@@ -57,9 +61,23 @@ pub struct GemmProblem {
     pub layout_b: Layout,
 }
 
+fn one_matrix() -> u64 {
+    1
+}
+
 impl GemmProblem {
     pub fn flops(&self) -> f64 {
-        2.0 * self.m as f64 * self.n as f64 * self.k as f64
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64
+    }
+
+    /// The kernel's size parameters.
+    pub fn dims(&self) -> crate::sm90::GemmDims {
+        crate::sm90::GemmDims {
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            batch: self.batch,
+        }
     }
 
     /// The instantiation of `params` for this problem.
@@ -400,6 +418,7 @@ mod tests {
                 m: 1,
                 n: 1,
                 k: 1,
+                batch: 1,
                 input: DType::Bf16,
                 output: DType::Bf16,
                 layout_b: Layout::Row,

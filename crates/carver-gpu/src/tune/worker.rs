@@ -19,8 +19,8 @@ use crate::cuda::compile_ptx;
 use crate::driver::{driver_err, guarded, init_driver};
 use crate::error::GpuError;
 use crate::sm90::{
-    KernelSpec, LoadedKernel, OperandRows, RepackKernel, TmaMap, encode_tma_maps, operand_rows,
-    sha256_hex,
+    GemmOutput, KernelSpec, LoadedKernel, OperandRows, RepackKernel, SplitKReduce, SplitKShape,
+    TmaMap, encode_tma_maps, operand_rows, sha256_hex,
 };
 use crate::timing::EventTimer;
 
@@ -208,9 +208,14 @@ struct WorkerBench {
     problem: GemmProblem,
     timing: TimingOptions,
     sets: Vec<InputSet>,
-    /// A and B as the kernel reads them: in place, or (`repacked()`) from `repacker`'s copies.
+    /// One matrix of A and of B as the kernel reads it: in place, or (`repacked()`) from
+    /// `repacker`'s copies (the batch's matrices follow each other).
     operands: (OperandRows, OperandRows),
     repacker: Option<Repacker>,
+    /// The split-K reduction, loaded for the first split candidate.
+    reduce: Option<SplitKReduce>,
+    /// The split-K workspace, grown to the largest split candidate's.
+    workspace: Option<CudaSlice<f32>>,
     c: CudaSlice<u16>,
     c_ptr: sys::CUdeviceptr,
     reference: CudaSlice<u16>,
@@ -299,14 +304,21 @@ impl WorkerBench {
         let (fill, poison, diff) = (load("fill_16")?, load("poison_u16")?, load("diff_16")?);
 
         let (m, n, k) = (problem.m, problem.n, problem.k);
-        let set_elems = m * k + k * n;
+        let batch = problem.batch;
+        if batch == 0 {
+            return Err(GpuError::Unsupported {
+                what: "a batch of 0 matrices".into(),
+                reason: "the batch holds at least one matrix".into(),
+            });
+        }
+        let set_elems = batch * (m * k + k * n);
         let set_bytes = set_elems * 2;
-        let c_bytes = m * n * 2;
+        let c_bytes = batch * m * n * 2;
         let operands = operand_rows(problem.layout_b, m, n, k);
         let padded_bytes: u64 = [operands.0, operands.1]
             .iter()
             .filter(|o| o.repacked())
-            .map(|o| o.padded_elems() * 2)
+            .map(|o| batch * o.padded_elems() * 2)
             .sum();
         let wanted = ((timing.l2_multiple * l2_bytes as f64) / set_bytes as f64).ceil() as u64;
         let (free, _) = ctx.mem_get_info().map_err(driver_err("cuMemGetInfo"))?;
@@ -327,8 +339,8 @@ impl WorkerBench {
         };
         let mut sets = Vec::with_capacity(sets_n);
         for _ in 0..sets_n {
-            let a = alloc(m * k)?;
-            let b = alloc(k * n)?;
+            let a = alloc(batch * m * k)?;
+            let b = alloc(batch * k * n)?;
             let a_ptr = a.device_ptr(&stream).0;
             let b_ptr = b.device_ptr(&stream).0;
             sets.push(InputSet { a, b, a_ptr, b_ptr });
@@ -338,7 +350,7 @@ impl WorkerBench {
                 if !o.repacked() {
                     return Ok(None);
                 }
-                let buf = alloc(o.padded_elems())?;
+                let buf = alloc(batch * o.padded_elems())?;
                 let ptr = buf.device_ptr(&stream).0;
                 Ok(Some(Padded { _buf: buf, ptr }))
             };
@@ -350,8 +362,8 @@ impl WorkerBench {
         } else {
             None
         };
-        let c = alloc(m * n)?;
-        let reference = alloc(m * n)?;
+        let c = alloc(batch * m * n)?;
+        let reference = alloc(batch * m * n)?;
         let c_ptr = c.device_ptr(&stream).0;
         let ref_ptr = reference.device_ptr(&stream).0;
         let sums = stream
@@ -387,6 +399,8 @@ impl WorkerBench {
             sets,
             operands,
             repacker,
+            reduce: None,
+            workspace: None,
             c,
             c_ptr,
             reference,
@@ -417,7 +431,7 @@ impl WorkerBench {
                 bytes: [a, b]
                     .iter()
                     .filter(|o| o.repacked())
-                    .map(OperandRows::copy_bytes)
+                    .map(|o| o.copy_bytes() * bench.problem.batch)
                     .sum(),
                 timing,
             });
@@ -432,14 +446,19 @@ impl WorkerBench {
             return Ok(());
         };
         let s = &self.sets[set];
+        // The batch's matrices are stacked: their rows are copied as one operand's.
+        let stacked = |o: &OperandRows| OperandRows {
+            rows: o.rows * self.problem.batch,
+            ..*o
+        };
         for (src, dst, rows) in [
-            (s.a_ptr, &r.a, &self.operands.0),
-            (s.b_ptr, &r.b, &self.operands.1),
+            (s.a_ptr, &r.a, stacked(&self.operands.0)),
+            (s.b_ptr, &r.b, stacked(&self.operands.1)),
         ] {
             if let Some(dst) = dst {
                 // SAFETY: `src` holds the dense operand, `dst` its padded copy (allocated for
                 // `rows`); both are cudaMalloc'ed (256-byte aligned) and distinct.
-                unsafe { r.kernel.launch(&self.stream, src, dst.ptr, rows)? };
+                unsafe { r.kernel.launch(&self.stream, src, dst.ptr, &rows)? };
             }
         }
         Ok(())
@@ -542,6 +561,43 @@ impl WorkerBench {
         };
         let alpha = 1.0f32;
         let beta = 0.0f32;
+        if p.batch > 1 {
+            let batch = dim(p.batch)?;
+            let stride = |rows: u64, cols: u64| (rows * cols) as i64;
+            // SAFETY: the buffers hold `batch` stacked K x N, M x K and M x N matrices of the
+            // given types; alpha and beta are f32 as CUBLAS_COMPUTE_32F requires.
+            return unsafe {
+                cublas_result::gemm_strided_batched_ex(
+                    *self.blas.handle(),
+                    op_b,
+                    cublas_sys::cublasOperation_t::CUBLAS_OP_N,
+                    n,
+                    m,
+                    k,
+                    (&alpha as *const f32).cast(),
+                    s.b_ptr as *const _,
+                    cuda_type(p.input),
+                    ldb,
+                    stride(p.k, p.n),
+                    s.a_ptr as *const _,
+                    cuda_type(p.input),
+                    k,
+                    stride(p.m, p.k),
+                    (&beta as *const f32).cast(),
+                    c as *mut _,
+                    cuda_type(p.output),
+                    n,
+                    stride(p.m, p.n),
+                    batch,
+                    cublas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    cublas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            }
+            .map_err(|source| GpuError::Cublas {
+                call: "cublasGemmStridedBatchedEx",
+                source,
+            });
+        }
         // SAFETY: the buffers hold K x N, M x K and M x N elements of the given types; alpha and
         // beta are f32 as CUBLAS_COMPUTE_32F requires.
         unsafe {
@@ -622,6 +678,83 @@ impl WorkerBench {
         Ok(Ok((sums[0] / sums[1]).sqrt()))
     }
 
+    /// For a split-K candidate, the workspace (its address) and the reduction's shape, the
+    /// reduction kernel loaded and the workspace grown as needed; `None` without a split, or
+    /// why the candidate cannot run.
+    #[allow(clippy::type_complexity)]
+    fn split_k_reduction(
+        &mut self,
+        spec: &KernelSpec,
+    ) -> Result<Result<Option<(sys::CUdeviceptr, SplitKShape)>, String>, GpuError> {
+        let p = self.problem;
+        let bytes = spec.params.workspace_bytes(p.m, p.n, p.batch);
+        if bytes == 0 {
+            return Ok(Ok(None));
+        }
+        if self.reduce.is_none() {
+            self.reduce = Some(SplitKReduce::load(&self.ctx)?);
+        }
+        let elems = bytes / 4;
+        if self
+            .workspace
+            .as_ref()
+            .is_none_or(|w| (w.len() as u64) < elems)
+        {
+            self.workspace = None;
+            let (free, _) = self
+                .ctx
+                .mem_get_info()
+                .map_err(driver_err("cuMemGetInfo"))?;
+            if bytes > (free as u64) * 7 / 10 {
+                return Ok(Err(format!(
+                    "its split-K workspace needs {bytes} B; {free} B of GPU memory are free"
+                )));
+            }
+            // SAFETY: the GEMM writes every element the reduction reads before it reads it.
+            let ws = unsafe { self.stream.alloc::<f32>(elems as usize) }
+                .map_err(driver_err("cuMemAlloc"))?;
+            self.workspace = Some(ws);
+        }
+        let ptr = self
+            .workspace
+            .as_ref()
+            .map(|w| w.device_ptr(&self.stream).0)
+            .unwrap_or_default();
+        Ok(Ok(Some((
+            ptr,
+            SplitKShape {
+                m: p.m,
+                n: p.n,
+                ldw: spec.params.workspace_ld(p.n),
+                splits: spec.params.split_k,
+                batch: p.batch,
+                out_bf16: p.output == DType::Bf16,
+            },
+        ))))
+    }
+
+    /// One whole GEMM: the kernel, then with split-K the reduction into C.
+    ///
+    /// # Safety
+    /// As [`LoadedKernel::launch`]; `split` from [`Self::split_k_reduction`] for this kernel.
+    unsafe fn gemm(
+        &self,
+        kernel: &LoadedKernel,
+        maps: &(TmaMap, TmaMap),
+        out: GemmOutput,
+        split: Option<(sys::CUdeviceptr, SplitKShape)>,
+        grid: u32,
+    ) -> Result<(), GpuError> {
+        // SAFETY: the caller's guarantees.
+        unsafe { kernel.launch(&self.stream, maps, out, self.problem.dims(), grid)? };
+        if let (Some((partials, shape)), Some(reduce)) = (split, &self.reduce) {
+            // SAFETY: the kernel just wrote the workspace the shape describes; C holds
+            // batch x M x N elements.
+            unsafe { reduce.launch(&self.stream, partials, out.c, &shape)? };
+        }
+        Ok(())
+    }
+
     fn candidate(
         &mut self,
         cubin: &Path,
@@ -656,14 +789,25 @@ impl WorkerBench {
                 kernel.local_bytes
             )));
         }
-        let grid = kernel.grid(p.m, p.n, self.info.sms)?;
+        if let Err(v) = spec.params.check_k(p.k) {
+            return Ok(Err(v.to_string()));
+        }
+        let grid = kernel.grid(p.m, p.n, p.batch, self.info.sms)?;
         let (a_rows, b_rows) = self.operands;
         let maps: Vec<(TmaMap, TmaMap)> = (0..self.sets.len())
             .map(|i| {
                 let (a, b) = self.operand_ptrs(i);
-                encode_tma_maps(spec, a, b, &a_rows, &b_rows)
+                encode_tma_maps(spec, a, b, &a_rows, &b_rows, p.batch)
             })
             .collect::<Result<_, _>>()?;
+        let split = match self.split_k_reduction(spec)? {
+            Ok(split) => split,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        let out = GemmOutput {
+            c: self.c_ptr,
+            partials: split.map_or(0, |(ptr, _)| ptr),
+        };
 
         // Check on fresh inputs against cuBLAS, the output poisoned first.
         self.refill(0)?;
@@ -671,9 +815,9 @@ impl WorkerBench {
         self.poison_output()?;
         self.repack(0)?;
         // SAFETY: the maps describe set 0's live buffers (or their copies, just filled); `c`
-        // holds M x N elements.
+        // holds batch x M x N elements, the workspace what the split needs.
         unsafe {
-            kernel.launch(&self.stream, &maps[0], self.c_ptr, p.m, p.n, p.k, grid)?;
+            self.gemm(&kernel, &maps[0], out, split, grid)?;
         }
         self.sync()?;
         let rel_error = match self.compare()? {
@@ -687,13 +831,13 @@ impl WorkerBench {
             )));
         }
 
-        let c = self.c_ptr;
         let n_sets = maps.len();
-        // The copies belong to the operation: they run, and are timed, before every launch.
+        // The copies and the split-K reduction belong to the operation: they run, and are
+        // timed, with every launch.
         let timing = self.timer.time(&self.timing.plan(best_s), |i| {
             self.repack(i % n_sets)?;
             // SAFETY: as above, for set i.
-            unsafe { kernel.launch(&self.stream, &maps[i % n_sets], c, p.m, p.n, p.k, grid) }
+            unsafe { self.gemm(&kernel, &maps[i % n_sets], out, split, grid) }
         })?;
         Ok(Ok(CandidateMeasurement {
             registers: kernel.registers,

@@ -19,7 +19,10 @@ use crate::tile::{Raster, RasterOrder, TileConfig};
 
 pub use config_error::{ConfigError, ProblemRejected, UnknownFamily};
 pub use generic::GenericRules;
-pub use sm90::{Sm90Params, Sm90Rules, Sm90Violation, TMA_STRIDE_BYTES, tma_leading_dim};
+pub use sm90::{
+    ROW_MAJOR_B_BOX_COLUMNS, Sm90Params, Sm90Rules, Sm90Violation, TMA_STRIDE_BYTES,
+    tma_leading_dim,
+};
 pub use tilelang::TileLangRules;
 pub use triton::TritonRules;
 

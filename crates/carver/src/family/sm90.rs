@@ -1,6 +1,8 @@
 //! carver's own Hopper GEMM family: TMA loads into a ring of `stages` shared-memory buffers
 //! guarded by mbarriers, one producer warpgroup, `consumers` wgmma warpgroups
-//! (m64nNk16), grouped or persistent tile order.
+//! (m64nNk16), grouped or persistent tile order, optionally split along K (`split_k` blocks per
+//! tile write fp32 partials that a second kernel sums in a fixed order, so results are
+//! deterministic), over a batch of equally shaped matmuls.
 //!
 //! This module is the single definition of the family's space and legality: the kernel
 //! generator in `carver-gpu` instantiates exactly the [`Sm90Params`] this module accepts.
@@ -45,6 +47,10 @@ pub const CONSUMERS: RangeInclusive<u32> = 1..=2;
 pub const STAGES: RangeInclusive<u32> = 2..=8;
 /// CTAs per cluster along M (2: the pair shares B through TMA multicast).
 pub const CLUSTER_M: RangeInclusive<u32> = 1..=2;
+/// Blocks sharing one output tile's K loop (1: no split).
+pub const SPLIT_K: RangeInclusive<u32> = 1..=16;
+/// The splits the recommender offers (where the tiles alone leave SMs idle: `policy`).
+const SPLIT_KS: [u32; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
 /// Bytes of one block-K row in the 128-byte swizzle TMA uses: block K x element size.
 pub const SWIZZLE_BYTES: u32 = 128;
 /// Columns of one TMA box of row-major B (N contiguous): 128 bytes, the swizzle span, of 16-bit
@@ -125,6 +131,22 @@ pub enum Sm90Violation {
     GroupM,
 
     #[error(
+        "split_k = {split_k}; accepted: {} to {}",
+        SPLIT_K.start(),
+        SPLIT_K.end()
+    )]
+    SplitK { split_k: u32 },
+
+    #[error(
+        "split_k = {split_k} leaves some splits without K blocks; accepted: 1 to {k_tiles} (the K blocks of {block_k})"
+    )]
+    SplitBeyondK {
+        split_k: u32,
+        k_tiles: u64,
+        block_k: u32,
+    },
+
+    #[error(
         "cluster_m = {cluster_m}; accepted: clusters of {} to {} CTAs along M",
         CLUSTER_M.start(),
         CLUSTER_M.end()
@@ -136,10 +158,9 @@ pub enum Sm90Violation {
     )]
     Accumulators { accumulators: u32 },
 
-    /// A tile the family's parameters cannot express: other warp arrangements, split-K,
-    /// clusters along N.
+    /// A tile the family's parameters cannot express: other warp arrangements, clusters along N.
     #[error(
-        "cuda-sm90 runs one producer warpgroup and 64-row wgmma consumer warpgroups, without split-K or clusters along N"
+        "cuda-sm90 runs one producer warpgroup and 64-row wgmma consumer warpgroups, without clusters along N"
     )]
     NotExpressible,
 }
@@ -158,6 +179,14 @@ pub struct Sm90Params {
     /// CTAs per cluster along M (2 = the pair shares B through TMA multicast).
     pub cluster_m: u32,
     pub persistent: bool,
+    /// Blocks sharing each tile's K loop; their fp32 partials are summed by a second kernel.
+    /// (Absent from configurations written before split-K existed: 1.)
+    #[serde(default = "no_split")]
+    pub split_k: u32,
+}
+
+fn no_split() -> u32 {
+    1
 }
 
 impl Sm90Params {
@@ -171,6 +200,7 @@ impl Sm90Params {
             group_m: c.raster.group,
             cluster_m: c.cluster_m,
             persistent: c.persistent,
+            split_k: c.split_k,
         }
     }
 
@@ -188,7 +218,7 @@ impl Sm90Params {
                 order: RasterOrder::GroupedRows,
                 group: self.group_m,
             },
-            split_k: 1,
+            split_k: self.split_k,
             cluster_m: self.cluster_m,
             cluster_n: 1,
             persistent: self.persistent,
@@ -288,11 +318,45 @@ impl Sm90Params {
                 cluster_m: self.cluster_m,
             });
         }
+        if !SPLIT_K.contains(&self.split_k) {
+            return Err(Sm90Violation::SplitK {
+                split_k: self.split_k,
+            });
+        }
         let accumulators = self.accumulators_per_thread();
         if accumulators > MAX_ACCUMULATORS {
             return Err(Sm90Violation::Accumulators { accumulators });
         }
         Ok(())
+    }
+
+    /// Whether every split has K blocks to work on for a K of `k` (a split without any would
+    /// only write zeros).
+    pub fn check_k(self, k: u64) -> Result<(), Sm90Violation> {
+        let k_tiles = k.div_ceil(u64::from(self.block_k.max(1)));
+        if u64::from(self.split_k) > k_tiles.max(1) {
+            return Err(Sm90Violation::SplitBeyondK {
+                split_k: self.split_k,
+                k_tiles,
+                block_k: self.block_k,
+            });
+        }
+        Ok(())
+    }
+
+    /// Bytes of the fp32 workspace split-K needs for `batch` M x N products: one slice of M
+    /// rows per split, each row padded to whole tiles. None without a split.
+    pub fn workspace_bytes(self, m: u64, n: u64, batch: u64) -> u64 {
+        if self.split_k <= 1 {
+            return 0;
+        }
+        batch * u64::from(self.split_k) * m * self.workspace_ld(n) * 4
+    }
+
+    /// Row length, in fp32 elements, of the split-K workspace: N rounded up to whole tiles, so
+    /// that every block stores its full tile width.
+    pub fn workspace_ld(self, n: u64) -> u64 {
+        n.div_ceil(u64::from(self.block_n.max(1))) * u64::from(self.block_n)
     }
 }
 
@@ -393,7 +457,7 @@ impl FamilyRules for Sm90Rules {
     }
 
     fn split_ks(&self) -> &'static [u32] {
-        &[1]
+        &SPLIT_KS
     }
 
     fn clusters(&self) -> &'static [(u32, u32)] {
@@ -426,12 +490,13 @@ impl FamilyRules for Sm90Rules {
             && c.warps_n == 1
             && c.producer_warps == 4
             && c.warps_m % 4 == 0
-            && c.split_k == 1
             && c.cluster_n == 1;
         if !expressible {
             return Err(Sm90Violation::NotExpressible.into());
         }
-        Sm90Params::from_tile(c).check(p.a, p.c, p.layout_b)?;
+        let params = Sm90Params::from_tile(c);
+        params.check(p.a, p.c, p.layout_b)?;
+        params.check_k(p.k)?;
         Ok(())
     }
 
@@ -501,6 +566,7 @@ mod tests {
             group_m: 8,
             cluster_m: 2,
             persistent: true,
+            split_k: 1,
         };
         let check = |p: Sm90Params| p.check(DType::Bf16, DType::Bf16, Layout::Row);
         assert_eq!(check(ok), Ok(()));
@@ -623,6 +689,7 @@ mod tests {
             group_m: 8,
             cluster_m: 1,
             persistent: false,
+            split_k: 1,
         };
         let res = Sm90Rules.resources(&params.to_tile(), &p);
         assert_eq!(res.smem_bytes, 4 * (128 + 256) * 64 * 2 + 1024);
