@@ -89,10 +89,11 @@ fn launched_tiles(c: &TileConfig, tiles_m: u64, tiles_n: u64, batch: u64) -> u64
 }
 
 fn geometry_of(c: &TileConfig, t: &StructureTerms, arch: &Arch, blocks_per_sm: u32) -> Geometry {
+    let units = launch_units(t.tiles, c.split_k);
     let grid = if c.persistent {
-        (u64::from(arch.sm.count) * u64::from(blocks_per_sm)).min(t.tiles)
+        (u64::from(arch.sm.count) * u64::from(blocks_per_sm)).min(units)
     } else {
-        t.tiles * u64::from(c.split_k)
+        units
     };
     Geometry {
         grid,
@@ -184,11 +185,10 @@ fn panel_bytes(p: &Problem, block_m: u32, block_n: u32) -> (f64, f64) {
     )
 }
 
-/// Blocks a launch of `tiles` output tiles starts, and the units of work they share: a
-/// persistent grid walks the tiles themselves.
-fn launch_units(tiles: u64, split_k: u32, persistent: bool) -> (u64, u64) {
-    let launched = tiles * u64::from(split_k);
-    (launched, if persistent { tiles } else { launched })
+/// Units of work a launch of `tiles` output tiles runs: one per tile and K split. A grid
+/// launches one block per unit, a persistent grid walks them.
+fn launch_units(tiles: u64, split_k: u32) -> u64 {
+    tiles * u64::from(split_k)
 }
 
 /// Fraction of the arch's dense peak a block's tensor instructions reach.
@@ -236,8 +236,6 @@ struct BoundParts {
     /// Seconds the busiest SM's block-iterations need on the tensor cores and shared memory.
     compute: f64,
     smem: f64,
-    /// Share of the launch's L2 and DRAM traffic the bounded blocks move.
-    share: f64,
     l2_mainloop: f64,
     /// Bytes of A and B pulled from DRAM at the least.
     dram_floor: f64,
@@ -583,7 +581,7 @@ impl<'a> Pricer<'a> {
     /// SM runs the same at every occupancy of `n` or more, so deeper pipelines that keep that
     /// many resident cost nothing.
     pub fn usable_occupancy(&self, t: &StructureTerms, c: &TileConfig) -> u32 {
-        let (_, units) = launch_units(t.tiles, c.split_k, c.persistent);
+        let units = launch_units(t.tiles, c.split_k);
         let per_sm = units.div_ceil(u64::from(self.arch.sm.count).max(1));
         u32::try_from(per_sm).unwrap_or(u32::MAX)
     }
@@ -606,14 +604,13 @@ impl<'a> Pricer<'a> {
     /// the one pipeline fill every launch exposes (at the best hit rate that DRAM floor allows)
     /// and the epilogue's writes. The policy skips structures this already rules out.
     pub fn lower_bound(&self, t: &StructureTerms, c: &TileConfig) -> f64 {
-        let (launched, units) = launch_units(t.tiles, c.split_k, c.persistent);
+        let units = launch_units(t.tiles, c.split_k);
         // Blocks the busiest SM runs, whatever the occupancy: ceil(units / SMs).
         let busiest = units.div_ceil(u64::from(self.arch.sm.count)) as f64 * t.iters as f64;
         let best_rate = self.best_rate(c.mma);
         self.bound_of(BoundParts {
             compute: busiest * (t.flops_per_iter / best_rate + t.staged_issue),
             smem: busiest * t.smem_per_iter / self.smem_bw_sm,
-            share: units as f64 / launched as f64,
             l2_mainloop: t.l2_mainloop,
             dram_floor: self.dram_floor_bytes(
                 (t.tiles_m, t.tiles_n),
@@ -639,7 +636,7 @@ impl<'a> Pricer<'a> {
         let tiles_m = p.m.div_ceil(u64::from(g.block_m));
         let tiles_n = p.n.div_ceil(u64::from(g.block_n));
         let tiles = tiles_m * tiles_n * p.batch;
-        let (launched, units) = launch_units(tiles, g.split_k, g.persistent);
+        let units = launch_units(tiles, g.split_k);
         let busiest_blocks = units.div_ceil(u64::from(self.arch.sm.count)) as f64;
         let k_per_block = p.k as f64 / f64::from(g.split_k);
         let best_rate = self.best_rate(g.mma);
@@ -664,7 +661,6 @@ impl<'a> Pricer<'a> {
         self.bound_of(BoundParts {
             compute: busiest_blocks * (flops_per_block / best_rate + staged_per_block),
             smem: busiest_blocks * smem_per_block / self.smem_bw_sm,
-            share: units as f64 / launched as f64,
             l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n),
             dram_floor: self.dram_floor_bytes(
                 (tiles_m, tiles_n),
@@ -683,8 +679,8 @@ impl<'a> Pricer<'a> {
     /// The bound from its parts; it never falls when a part grows (but `l2_mainloop`, which
     /// callers take exactly).
     fn bound_of(&self, b: BoundParts) -> f64 {
-        let l2 = b.share * b.l2_mainloop / self.l2_bw;
-        let dram = b.share * b.dram_floor / self.dram_bw;
+        let l2 = b.l2_mainloop / self.l2_bw;
+        let dram = b.dram_floor / self.dram_bw;
         let throughput = (b.compute.powi(4) + b.smem.powi(4) + l2.powi(4) + dram.powi(4))
             .sqrt()
             .sqrt();
@@ -850,9 +846,11 @@ impl<'a> Pricer<'a> {
         // Waves: full waves at the configured occupancy, then the tail.
         let slots = u64::from(arch.sm.count) * u64::from(g.blocks_per_sm);
         let (full_waves, tail_blocks) = if c.persistent {
-            // A persistent grid walks tiles in rounds; the last round is partial.
-            let rounds = t.tiles.div_ceil(slots.min(t.tiles).max(1));
-            let tail = t.tiles - (rounds - 1) * slots.min(t.tiles);
+            // A persistent grid walks its units (tiles and K splits) in rounds; the last round
+            // is partial.
+            let units = launch_units(t.tiles, c.split_k);
+            let rounds = units.div_ceil(slots.min(units).max(1));
+            let tail = units - (rounds - 1) * slots.min(units);
             (rounds - 1, tail)
         } else {
             (g.grid / slots, g.grid % slots)
