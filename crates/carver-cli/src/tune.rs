@@ -1,5 +1,8 @@
-//! `carver tune` and `carver bench`: arguments, and the tables of their reports. The flows
-//! themselves are `carver_flows::tune` (a worker process runs `carver tune --worker`, hidden).
+//! `carver tune` and `carver bench`: arguments and exit statuses here, the tables of their
+//! reports in [`render`]. The flows themselves are `carver_flows::tune` (a worker process runs
+//! `carver tune --worker`, hidden).
+
+mod render;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,12 +14,12 @@ use carver_flows::shapes::{ShapeRow, read_shapes};
 use carver_flows::tune::{
     self as flows, BenchRequest, Candidates, RunOptions, TuneRequest, WorkerProgram,
 };
-use carver_schema::{BenchReport, RepackReport, TuneShapeResult};
 use carver_tunedb::Bucket;
 use clap::Args;
+use render::{print_bench, print_shape};
 
 use crate::Globals;
-use crate::output::{Format, escape, print_json, table};
+use crate::output::{Format, print_json};
 use crate::progress::Terminal;
 use crate::recommend::parse_size;
 
@@ -55,9 +58,13 @@ pub struct TuneArgs {
         conflicts_with = "shapes"
     )]
     pub batch: u64,
-    /// Input dtype of A and B (the output has the same type): bf16 or f16.
+    /// Input dtype of A and B: bf16, f16, or fp8 e4m3 / e5m2 (fp8 needs `--layout rc`: wgmma
+    /// reads 8-bit operands K-major, and K a multiple of 16).
     #[arg(long, default_value = "bf16", value_parser = parse_dtype)]
     pub dtype: DType,
+    /// Output dtype: bf16 or f16 (default: the input's; f16 for fp8 inputs).
+    #[arg(long, value_parser = parse_out_dtype)]
+    pub out_dtype: Option<DType>,
     /// Storage order of A and B: `rr` (B is K x N) or `rc` (B is N x K, K contiguous).
     #[arg(long, default_value = "rr", value_parser = parse_layout)]
     pub layout: (Layout, Layout),
@@ -86,6 +93,11 @@ pub struct TuneArgs {
     /// a power of two; the closest stored shape in that bucket answers).
     #[arg(long, default_value_t = Bucket::Exact, value_parser = parse_bucket)]
     pub bucket: Bucket,
+    /// Write each shape's winner for other programs under DIR/<shape>/: its CUDA source, its
+    /// cubin and launch.json (grid, block, cluster, shared memory, every parameter; see
+    /// examples/emit). A winner from the database is run once more for its launch grid.
+    #[arg(long, value_name = "DIR")]
+    pub emit: Option<PathBuf>,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
@@ -108,9 +120,13 @@ pub struct BenchArgs {
     /// The reduction dimension: columns of A, rows of B.
     #[arg(long, value_parser = parse_size, allow_negative_numbers = true)]
     pub k: u64,
-    /// Input dtype of A and B (the output has the same type): bf16 or f16.
+    /// Input dtype of A and B: bf16, f16, or fp8 e4m3 / e5m2 (fp8 needs `--layout rc`: wgmma
+    /// reads 8-bit operands K-major, and K a multiple of 16).
     #[arg(long, default_value = "bf16", value_parser = parse_dtype)]
     pub dtype: DType,
+    /// Output dtype: bf16 or f16 (default: the input's; f16 for fp8 inputs).
+    #[arg(long, value_parser = parse_out_dtype)]
+    pub out_dtype: Option<DType>,
     /// Storage order of A and B: `rr` (B is K x N) or `rc` (B is N x K, K contiguous).
     #[arg(long, default_value = "rr", value_parser = parse_layout)]
     pub layout: (Layout, Layout),
@@ -135,11 +151,22 @@ pub struct BenchArgs {
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
     let t: DType = s.parse()?;
+    if matches!(t, DType::Bf16 | DType::F16 | DType::E4m3 | DType::E5m2) {
+        Ok(t)
+    } else {
+        Err(format!(
+            "dtype `{s}`: carver's native kernel family (cuda-sm90) takes bf16, f16, e4m3 or e5m2"
+        ))
+    }
+}
+
+fn parse_out_dtype(s: &str) -> Result<DType, String> {
+    let t: DType = s.parse()?;
     if matches!(t, DType::Bf16 | DType::F16) {
         Ok(t)
     } else {
         Err(format!(
-            "dtype `{s}`: carver's native kernel family (cuda-sm90) takes bf16 or f16"
+            "output dtype `{s}`: carver's native kernel family (cuda-sm90) writes bf16 or f16"
         ))
     }
 }
@@ -189,6 +216,7 @@ pub fn run_tune(args: TuneArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
     let request = TuneRequest {
         shapes,
         dtype: args.dtype,
+        out_dtype: args.out_dtype,
         layouts: args.layout,
         candidates: if args.exhaustive {
             Candidates::Every
@@ -198,6 +226,7 @@ pub fn run_tune(args: TuneArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
         retune: args.retune,
         bucket: args.bucket,
         run: run_options(args.device, args.watchdog_s, globals),
+        emit: args.emit.clone(),
     };
     let report = flows::tune(&globals.locations, &request, &Terminal::default())?;
     match args.format {
@@ -208,15 +237,25 @@ pub fn run_tune(args: TuneArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    let total = report.results.len();
     let failed = report.results.iter().filter(|r| r.error.is_some()).count();
     if failed > 0 {
-        eprintln!(
-            "error: {failed} of {} shape(s) have no result",
-            report.results.len()
-        );
-        return Ok(ExitCode::FAILURE);
+        eprintln!("error: {failed} of {total} shape(s) have no result");
     }
-    Ok(ExitCode::SUCCESS)
+    // An emit that was asked for and did not happen is a failure too, never a quiet skip.
+    let not_emitted = report
+        .results
+        .iter()
+        .filter(|r| r.emit.as_ref().is_some_and(|e| e.error.is_some()))
+        .count();
+    if not_emitted > 0 {
+        eprintln!("error: {not_emitted} of {total} shape(s) were not emitted");
+    }
+    Ok(if failed + not_emitted > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 pub fn run_bench(args: BenchArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
@@ -231,6 +270,7 @@ pub fn run_bench(args: BenchArgs, globals: &Globals) -> anyhow::Result<ExitCode>
         n: args.n,
         k: args.k,
         dtype: args.dtype,
+        out_dtype: args.out_dtype,
         layouts: args.layout,
         config,
         bucket: args.bucket,
@@ -246,171 +286,4 @@ pub fn run_bench(args: BenchArgs, globals: &Globals) -> anyhow::Result<ExitCode>
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn fmt_opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or("-".into(), |x| format!("{x:.digits$}"))
-}
-
-/// One line on the operand copies, for the tables; `winner_us` gives their share.
-fn describe_repack(r: &RepackReport, winner_us: Option<f64>) -> String {
-    let share = match (r.time_us, winner_us) {
-        (Some(t), Some(w)) if w > 0.0 => format!(", {:.0}% of the winner's time", 100.0 * t / w),
-        _ => String::new(),
-    };
-    format!(
-        "repack: {} copied into 16-byte-aligned rows before every launch (included in every measured time): {} us{share}",
-        r.operands.join(" and "),
-        fmt_opt(r.time_us, 1)
-    )
-}
-
-fn print_shape(device_name: &str, r: &TuneShapeResult) {
-    let sh = &r.shape;
-    let name = sh
-        .name
-        .as_deref()
-        .map(|n| format!("{n}: "))
-        .unwrap_or_default();
-    println!(
-        "{name}M={} N={} K={} {} {} on {device_name} (target cuda-sm90, {}{})",
-        sh.m,
-        sh.n,
-        sh.k,
-        r.dtype,
-        r.layout,
-        r.source,
-        r.matched_shape
-            .as_ref()
-            .map(|m| format!(": the stored {}x{}x{} in the same bucket", m.m, m.n, m.k))
-            .unwrap_or_default()
-    );
-    if let Some(e) = &r.error
-        && r.candidates.is_empty()
-    {
-        println!("  error: {e}\n");
-        return;
-    }
-    let rows: Vec<Vec<String>> = r
-        .candidates
-        .iter()
-        .map(|c| {
-            vec![
-                c.model_rank.to_string(),
-                // Labels and failures of a stored result come from the database.
-                escape(&c.label).into_owned(),
-                fmt_opt(Some(c.predicted_time_us), 1),
-                fmt_opt(c.measured_time_us, 1),
-                fmt_opt(c.tflops, 0),
-                fmt_opt(
-                    c.measured_time_us
-                        .zip(r.cublas_time_us)
-                        .map(|(t, cb)| cb / t),
-                    3,
-                ),
-                c.details
-                    .as_ref()
-                    .map_or("-".into(), |d| d.registers.to_string()),
-                c.details.as_ref().map_or("-".into(), |d| {
-                    if d.rel_error == 0.0 {
-                        "exact".into()
-                    } else {
-                        format!("{:.1e}", d.rel_error)
-                    }
-                }),
-                match (&c.failure, &c.details) {
-                    (Some(f), _) => escape(f).into_owned(),
-                    (None, Some(d)) if d.timing.early_stopped => {
-                        format!("stopped early after {} runs", d.timing.runs)
-                    }
-                    _ => String::new(),
-                },
-            ]
-        })
-        .collect();
-    print!(
-        "{}",
-        table(
-            &[
-                "RANK",
-                "CONFIG",
-                "PRED us",
-                "MEAS us",
-                "TFLOP/s",
-                "vs cuBLAS",
-                "REGS",
-                "ERR",
-                "NOTE",
-            ],
-            &rows
-        )
-    );
-    println!(
-        "cuBLAS {} us; winner {} us ({} TFLOP/s, model rank {}), {} of cuBLAS",
-        fmt_opt(r.cublas_time_us, 1),
-        fmt_opt(r.winner_time_us, 1),
-        fmt_opt(r.winner_tflops, 0),
-        r.winner_model_rank.map_or("-".into(), |x| x.to_string()),
-        fmt_opt(r.speedup_vs_cublas, 3),
-    );
-    if let Some(rp) = &r.repack {
-        println!("{}", describe_repack(rp, r.winner_time_us));
-    }
-    if let (Some(c), Some(b), Some(t)) = (r.compile_wall_s, r.bench_wall_s, r.total_wall_s) {
-        println!("wall time: compile {c:.2} s, check and benchmark {b:.2} s, total {t:.2} s");
-    }
-    if let Some(st) = &r.stored {
-        println!("tuning database: {}", escape(st));
-    }
-    if let Some(e) = &r.error {
-        println!("error: {}", escape(e));
-    }
-    println!();
-}
-
-fn print_bench(report: &BenchReport) {
-    let s = &report.shape;
-    println!(
-        "M={} N={} K={} {} {} on {}: {} ({})",
-        s.m,
-        s.n,
-        s.k,
-        report.dtype,
-        report.layout,
-        report.device.name,
-        report.label,
-        report.config_source
-    );
-    let note = report.failure.clone().unwrap_or_else(|| {
-        format!(
-            "predicted {:.1} us, rel. error {}",
-            report.predicted_time_us,
-            report
-                .details
-                .as_ref()
-                .map_or("-".into(), |d| format!("{:.1e}", d.rel_error))
-        )
-    });
-    let rows = [
-        vec![
-            "carver cuda-sm90".into(),
-            fmt_opt(report.measured_time_us, 1),
-            fmt_opt(report.tflops, 0),
-            note,
-        ],
-        vec![
-            "cuBLAS".into(),
-            fmt_opt(report.cublas_time_us, 1),
-            fmt_opt(report.cublas_tflops, 0),
-            String::new(),
-        ],
-    ];
-    println!(
-        "{}",
-        table(&["KERNEL", "TIME us", "TFLOP/s", "NOTE"], &rows).trim_end()
-    );
-    println!("{} of cuBLAS", fmt_opt(report.speedup_vs_cublas, 3));
-    if let Some(rp) = &report.repack {
-        println!("{}", describe_repack(rp, report.measured_time_us));
-    }
 }

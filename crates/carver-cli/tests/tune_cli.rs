@@ -62,7 +62,23 @@ fn bad_arguments_are_refused_before_any_gpu_work() {
             &[
                 "tune", "--m", "64", "--n", "64", "--k", "64", "--dtype", "f32",
             ][..],
-            "bf16 or f16",
+            "bf16, f16, e4m3 or e5m2",
+        ),
+        (
+            &[
+                "tune",
+                "--m",
+                "64",
+                "--n",
+                "64",
+                "--k",
+                "64",
+                "--dtype",
+                "e4m3",
+                "--out-dtype",
+                "e4m3",
+            ][..],
+            "writes bf16 or f16",
         ),
         (
             &[
@@ -557,6 +573,106 @@ fn on_a_hopper_gpu_split_k_and_batches_match_cublas() {
     );
 }
 
+/// fp8 (e4m3 and e5m2 inputs, B stored N x K, bf16 and f16 out) against cuBLAS on exact bf16
+/// copies of the inputs, with the per-tensor scale applied: ragged M and N, splits, clusters,
+/// persistent grids and a batch. Then the CLI: `carver tune --dtype e4m3 --out-dtype bf16
+/// --layout rc` tunes against cuBLASLt's fp8 GEMM and stores the result under its types.
+#[cfg(feature = "gpu")]
+#[test]
+fn on_a_hopper_gpu_fp8_matches_the_reference() {
+    use carver::{DType, Layout};
+    use carver_gpu::sm90::KernelCache;
+    use carver_gpu::tune::GemmProblem;
+
+    let cache = TempDir::new().unwrap();
+    if !hopper_or_skip(cache.path()) {
+        return;
+    }
+    let kernels = KernelCache::new(cache.path()).unwrap();
+    let fp8 = |block_m, block_n, stages, consumers, cluster_m, persistent, split_k| {
+        carver::family::Sm90Params {
+            block_k: 128,
+            ..sm90_params(
+                block_m, block_n, stages, consumers, cluster_m, persistent, split_k,
+            )
+        }
+    };
+    let configs = [
+        fp8(128, 256, 4, 2, 1, true, 1),
+        fp8(128, 128, 5, 1, 2, false, 1),
+        fp8(64, 64, 6, 1, 1, false, 4),
+        fp8(256, 128, 3, 2, 2, true, 2),
+        fp8(64, 144, 4, 1, 1, true, 3),
+    ];
+    // (m, n, k, batch, input, output)
+    let problems = [
+        (777, 1000, 1024, 1, DType::E4m3, DType::Bf16),
+        (333, 1002, 2048, 1, DType::E5m2, DType::F16),
+        (1, 4096, 4096, 1, DType::E4m3, DType::Bf16),
+        (96, 520, 512, 3, DType::E4m3, DType::Bf16),
+    ];
+    let mut failures = Vec::new();
+    for (m, n, k, batch, input, output) in problems {
+        let problem = GemmProblem {
+            m,
+            n,
+            k,
+            batch,
+            input,
+            output,
+            layout_b: Layout::Col,
+        };
+        let outcome = tune_params(problem, &configs, &kernels);
+        assert!(outcome.cublas_s().is_some(), "no baseline timing");
+        for c in &outcome.candidates {
+            let what = format!("{batch} x {m}x{n}x{k} {} -> {output}", c.spec.label());
+            match (&c.measured, &c.failure) {
+                (Some(meas), _) => eprintln!("{what}: relative error {:.2e}", meas.rel_error),
+                (None, failure) => failures.push(format!("{what}: {failure:?}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    let dims = [
+        "--m",
+        "512",
+        "--n",
+        "1024",
+        "--k",
+        "2048",
+        "--dtype",
+        "e4m3",
+        "--out-dtype",
+        "bf16",
+        "--layout",
+        "rc",
+        "--topk",
+        "2",
+    ];
+    let report = tune_json(cache.path(), &dims);
+    let r = &report["results"][0];
+    assert_eq!(r["source"], "tuned", "{r}");
+    assert!(r["error"].is_null(), "{r}");
+    assert!(r["speedup_vs_cublas"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(r["stored"], "inserted", "{r}");
+    // B stored K x N cannot run in fp8: refused, saying how to store it.
+    let out = carver(
+        cache.path(),
+        &[
+            "tune", "--m", "512", "--n", "1024", "--k", "2048", "--dtype", "e4m3",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("layout `rc`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// Operands whose rows are not 16-byte aligned are copied into padded rows before every launch:
 /// A alone (K = 1001), row-major B alone (N = 777), both (row-major B with K = 999 and N = 777,
 /// or K = 3001 and N = 2049; column-major B with K = 1003 or 998), bf16 and f16, clusters and
@@ -682,4 +798,272 @@ fn on_a_hopper_gpu_unaligned_operands_are_repacked_and_match_cublas() {
         serde_json::json!(["A", "B"]),
         "{b}"
     );
+}
+
+#[test]
+fn tune_emit_refuses_a_file_and_without_a_gpu_fails_cleanly_writing_nothing() {
+    let cache = TempDir::new().unwrap();
+    let dir = TempDir::new().unwrap();
+    // A file where the directory should be: refused before any GPU work, GPU or not.
+    let file = dir.path().join("a_file");
+    std::fs::write(&file, "x").unwrap();
+    let out = carver(
+        cache.path(),
+        &[
+            "tune",
+            "--m",
+            "256",
+            "--n",
+            "256",
+            "--k",
+            "256",
+            "--emit",
+            file.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: --emit: "), "{stderr}");
+    assert!(stderr.contains("not a directory"), "{stderr}");
+    assert_no_panic(&out, "tune --emit FILE");
+    assert!(out.stdout.is_empty());
+    assert!(!cache.path().join("tuning.sqlite3").exists());
+
+    if gpu_capability(cache.path()).is_some() {
+        eprintln!("skipped the no-GPU half: this machine has a working GPU");
+        return;
+    }
+    let target = dir.path().join("kernels");
+    for format in ["table", "json"] {
+        let out = carver(
+            cache.path(),
+            &[
+                "tune",
+                "--m",
+                "1",
+                "--n",
+                "4096",
+                "--k",
+                "8192",
+                "--format",
+                format,
+                "--emit",
+                target.to_str().unwrap(),
+            ],
+        )
+        .output()
+        .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{format}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{format}: {stderr}");
+        assert!(
+            stderr.contains("CUDA driver") || stderr.contains("no GPU"),
+            "{format}: {stderr}"
+        );
+        assert_no_panic(&out, "tune --emit DIR");
+        assert!(out.stdout.is_empty(), "{format}");
+        assert!(!target.exists(), "{format}: the emit directory was created");
+        assert!(!cache.path().join("tuning.sqlite3").exists());
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "only the planted file"
+    );
+}
+
+/// Runs `carver tune --format json ARGS` and returns its exit status and report (the report is
+/// printed even when the status says a shape failed).
+fn tune_json_status(cache: &Path, args: &[&str]) -> (Option<i32>, Value) {
+    let mut all = vec!["tune", "--format", "json"];
+    all.extend_from_slice(args);
+    let out = carver(cache, &all).output().unwrap();
+    assert_no_panic(&out, &all.join(" "));
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{all:?}: not JSON ({e}): {}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    (out.status.code(), report)
+}
+
+/// The launch.json of an emit, checked against the files beside it: every kernel's cubin is
+/// there, an ELF image with the recorded hash, and so is its source.
+fn check_emitted(emit: &Value) -> carver_schema::EmittedKernel {
+    assert!(emit["error"].is_null(), "{emit}");
+    let dir = Path::new(emit["directory"].as_str().unwrap());
+    let doc: carver_schema::EmittedKernel =
+        serde_json::from_slice(&std::fs::read(dir.join("launch.json")).unwrap()).unwrap();
+    for k in &doc.kernels {
+        let cubin = std::fs::read(dir.join(&k.cubin_file)).unwrap();
+        assert_eq!(&cubin[..4], b"\x7fELF", "{}", k.cubin_file);
+        assert!(dir.join(&k.source_file).is_file(), "{}", k.source_file);
+        assert!(k.grid[0] >= 1 && k.grid[0] % k.cluster[0] == 0, "{k:?}");
+    }
+    let split = doc.config["split_k"].as_u64().unwrap_or(1) > 1;
+    assert_eq!(
+        doc.kernels.len(),
+        if split { 2 } else { 1 },
+        "{}",
+        doc.label
+    );
+    assert_eq!(dir.join("splitk_reduce.cubin").is_file(), split);
+    doc
+}
+
+/// The example that launches an emitted kernel from Python, when this machine has torch with
+/// CUDA and the repository's examples are here (run.sh runs it too).
+fn launch_from_python(launch: &Path) {
+    let example = ["examples/emit/launch_emitted.py"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .chain(
+            [Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/emit/launch_emitted.py")],
+        )
+        .find(|p| p.is_file());
+    let Some(example) = example else {
+        eprintln!("skipped the Python launch: examples/emit is not here");
+        return;
+    };
+    let torch = std::process::Command::new("python3")
+        .args(["-c", "import torch; assert torch.cuda.is_available()"])
+        .output();
+    if !torch.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped the Python launch: no python3 with torch and CUDA");
+        return;
+    }
+    let out = std::process::Command::new("python3")
+        .arg(&example)
+        .arg(launch)
+        .args(["--runs", "5"])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    eprintln!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{}", launch.display());
+    assert!(text(&out.stdout).starts_with("ok: "));
+}
+
+/// `carver tune --emit`: a split-K decode shape and a batched one are written with their
+/// cubins and launch.json; the same shape again is answered from the database, its winner run
+/// again for the grid and written again; a shape whose rows need the padded copies keeps its
+/// result but is not emitted, and the command says so with its exit status. Then a split-K
+/// configuration, measured on the GPU, is emitted through the library with both kernels.
+#[cfg(feature = "gpu")]
+#[test]
+fn on_a_hopper_gpu_tune_emit_writes_the_winner_for_other_programs() {
+    use carver::{DType, Layout};
+    use carver_gpu::sm90::{EmitInputs, KernelCache, emit};
+    use carver_gpu::tune::GemmProblem;
+    use carver_schema::EmitDevice;
+
+    let cache = TempDir::new().unwrap();
+    if !hopper_or_skip(cache.path()) {
+        return;
+    }
+    let out_dir = TempDir::new().unwrap();
+    let emit_dir = out_dir.path().to_str().unwrap();
+    let decode = [
+        "--m", "1", "--n", "4096", "--k", "8192", "--topk", "4", "--emit", emit_dir,
+    ];
+    let (status, report) = tune_json_status(cache.path(), &decode);
+    let r = &report["results"][0];
+    assert_eq!(status, Some(0), "{r}");
+    assert_eq!(r["source"], "tuned", "{r}");
+    assert_eq!(r["emit"]["rerun"], false, "{r}");
+    assert_eq!(
+        r["emit"]["directory"],
+        out_dir.path().join("1x4096x8192_bf16_rr").to_str().unwrap()
+    );
+    let doc = check_emitted(&r["emit"]);
+    assert_eq!(Some(&doc.config), r.get("winner"));
+    assert_eq!(
+        (doc.problem.m, doc.problem.n, doc.problem.k),
+        (1, 4096, 8192)
+    );
+    launch_from_python(&out_dir.path().join("1x4096x8192_bf16_rr/launch.json"));
+
+    // From the database: run again for its grid, and written again over the first emit.
+    let (status, again) = tune_json_status(cache.path(), &decode);
+    let a = &again["results"][0];
+    assert_eq!(status, Some(0), "{a}");
+    assert_eq!(a["source"], "database", "{a}");
+    assert_eq!(a["emit"]["rerun"], true, "{a}");
+    assert_eq!(check_emitted(&a["emit"]).config, doc.config);
+
+    let batched = [
+        "--m", "512", "--n", "512", "--k", "256", "--batch", "4", "--topk", "2", "--emit", emit_dir,
+    ];
+    let (status, report) = tune_json_status(cache.path(), &batched);
+    let r = &report["results"][0];
+    assert_eq!(status, Some(0), "{r}");
+    let doc = check_emitted(&r["emit"]);
+    assert_eq!(doc.problem.batch, 4);
+    let a_map = doc.kernels[0].params[0].tensor_map.as_ref().unwrap();
+    assert_eq!(a_map.global_dim, [256, 512, 4]);
+    launch_from_python(
+        &out_dir
+            .path()
+            .join("512x512x256_batch4_bf16_rr/launch.json"),
+    );
+
+    // Rows of B (N = 777) that TMA cannot describe: tuned and stored, not emitted.
+    let unaligned = [
+        "--m", "64", "--n", "777", "--k", "1024", "--topk", "1", "--emit", emit_dir,
+    ];
+    let (status, report) = tune_json_status(cache.path(), &unaligned);
+    let r = &report["results"][0];
+    assert_eq!(status, Some(1), "{r}");
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(r["stored"], "inserted", "{r}");
+    let why = r["emit"]["error"].as_str().unwrap();
+    assert!(why.contains("16-byte-aligned"), "{why}");
+    assert!(!out_dir.path().join("64x777x1024_bf16_rr").exists());
+
+    // A winner measured here with everything at once (split-K, clusters of 2, a persistent
+    // grid, a batch, column-major B), emitted with its reduction.
+    let kernels = KernelCache::new(cache.path()).unwrap();
+    let problem = GemmProblem {
+        m: 256,
+        n: 1024,
+        k: 4096,
+        batch: 2,
+        input: DType::Bf16,
+        output: DType::Bf16,
+        layout_b: Layout::Col,
+    };
+    let params = sm90_params(128, 128, 4, 1, 2, true, 3);
+    let outcome = tune_params(problem, &[params], &kernels);
+    let winner = &outcome.candidates[0];
+    let measured = winner
+        .measured
+        .as_ref()
+        .expect("the split-K candidate runs");
+    let inputs = EmitInputs {
+        spec: winner.spec,
+        dims: problem.dims(),
+        device: EmitDevice {
+            name: outcome.worker.device_name.clone(),
+            compute_capability: "9.0".into(),
+            sm_count: outcome.worker.sms,
+        },
+        grid: measured.grid,
+        blocks_per_sm: measured.blocks_per_sm,
+        measured_time_s: Some(measured.timing.median_s),
+        cublas_time_s: outcome.cublas_s(),
+    };
+    let written = emit(out_dir.path(), &kernels, &inputs, &|_| {}).unwrap();
+    let emitted = serde_json::json!({
+        "directory": written.directory.to_str().unwrap(),
+        "error": null,
+    });
+    let doc = check_emitted(&emitted);
+    assert_eq!(doc.kernels[1].entry_point, "carver_sm90_splitk_reduce");
+    assert_eq!(doc.kernels[0].cluster, [2, 1, 1]);
+    assert_eq!(doc.workspace_bytes, 2 * 3 * 256 * 1024 * 4);
+    launch_from_python(&written.directory.join("launch.json"));
 }

@@ -19,6 +19,11 @@ pub enum FlowError {
     #[error(transparent)]
     Gpu(#[from] carver_gpu::GpuError),
 
+    /// `carver tune --emit DIR` with a DIR that cannot hold emitted kernels.
+    #[cfg(feature = "gpu")]
+    #[error("--emit: {0}")]
+    Emit(#[from] carver_gpu::sm90::EmitError),
+
     /// A shapes file that cannot be used at all (one bad row is reported by row instead).
     #[error("shapes file {}: {reason}", path.display())]
     ShapesFile { path: PathBuf, reason: String },

@@ -4,6 +4,11 @@
 //! family with the cost model, compiles the top-k (or every legal configuration), checks each
 //! against cuBLAS and times the survivors beside cuBLAS in worker processes, then stores the
 //! winner. `bench` times one configuration, or the stored winner, against cuBLAS.
+//!
+//! With `emit`, `tune` writes each shape's winner out for other programs (source, cubin and
+//! `launch.json`, see `carver_gpu::sm90::emit`). The description needs the grid the winner was
+//! launched with, which a stored result does not keep: a winner from the database is run once
+//! more, as `bench` runs it (checked against cuBLAS again), before it is written.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,9 +51,12 @@ pub struct RunOptions {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TuneRequest {
     pub shapes: Vec<ShapeRow>,
-    /// Input dtype of A and B (the output has the same type): bf16 or f16.
+    /// Input dtype of A and B: bf16, f16, e4m3 or e5m2.
     pub dtype: DType,
-    /// Storage order of A and B; A must be row-major.
+    /// The output's dtype, bf16 or f16 (default: the input's for 16-bit inputs, f16 for fp8,
+    /// as `MatmulTemplate::with_dtype` has it).
+    pub out_dtype: Option<DType>,
+    /// Storage order of A and B; A must be row-major (fp8: B stored N x K).
     pub layouts: (Layout, Layout),
     pub candidates: Candidates,
     /// Measure again even when the database holds a result, and store the new result in its
@@ -57,6 +65,9 @@ pub struct TuneRequest {
     /// How the database lookup matches M, N and K (exact by default).
     pub bucket: Bucket,
     pub run: RunOptions,
+    /// Write each shape's winner under this directory (`<dir>/<shape>/launch.json`, the source
+    /// and the cubins); a shape that cannot be written says why in its `emit` field.
+    pub emit: Option<PathBuf>,
 }
 
 /// One configuration to time against cuBLAS.
@@ -66,6 +77,8 @@ pub struct BenchRequest {
     pub n: u64,
     pub k: u64,
     pub dtype: DType,
+    /// As [`TuneRequest::out_dtype`].
+    pub out_dtype: Option<DType>,
     pub layouts: (Layout, Layout),
     /// The configuration in cuda-sm90's own terms; the database's winner when `None`.
     pub config: Option<serde_json::Value>,
@@ -140,19 +153,24 @@ pub fn layout_text(layouts: (Layout, Layout)) -> String {
 
 #[cfg(feature = "gpu")]
 mod live {
+    use std::path::Path;
     use std::process::Command;
     use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
     use carver::family::Sm90Params;
     use carver::{Family, MatmulTemplate, Problem};
     use carver_gpu::DetectedGpu;
-    use carver_gpu::sm90::{KernelCache, family_hash, operand_rows};
+    use carver_gpu::sm90::{
+        EmitInputs, KernelCache, KernelSpec, check_emit_problem, check_emit_root, emit,
+        family_hash, operand_rows,
+    };
     use carver_gpu::tune::{
         Candidate, CandidateReport, GemmProblem, TimingOptions, TuneEvent, TuneJob, TuneOutcome,
     };
     use carver_schema::{
-        BenchReport, DeviceKey, MeasuredCandidate, RepackReport, SCHEMA_VERSION, ShapeSpec,
-        TuneCandidate, TuneKey, TuneProblem, TuneRecord, TuneReport, TuneShapeResult,
+        BenchReport, DeviceKey, EmitDevice, EmitReport, MeasuredCandidate, RepackReport,
+        SCHEMA_VERSION, ShapeSpec, TuneCandidate, TuneKey, TuneProblem, TuneRecord, TuneReport,
+        TuneShapeResult,
     };
     use carver_tunedb::{Bucket, KeyBuckets, LookupOptions, StoreOutcome, TuneDb, WritePolicy};
 
@@ -224,13 +242,17 @@ mod live {
         m: u64,
         n: u64,
         k: u64,
-        dtype: carver::DType,
+        (dtype, out_dtype): (carver::DType, Option<carver::DType>),
         layouts: (carver::Layout, carver::Layout),
     ) -> MatmulTemplate {
-        MatmulTemplate::new(m, n, k)
+        let t = MatmulTemplate::new(m, n, k)
             .with_dtype(dtype)
             .with_layouts(layouts.0, layouts.1)
-            .with_family(FAMILY)
+            .with_family(FAMILY);
+        match out_dtype {
+            Some(c) => t.with_output(c),
+            None => t,
+        }
     }
 
     fn gemm_problem(p: &Problem) -> GemmProblem {
@@ -343,6 +365,7 @@ mod live {
             repack: None,
             matched_shape: None,
             error,
+            emit: None,
         }
     }
 
@@ -351,6 +374,10 @@ mod live {
         request: &TuneRequest,
         progress: &dyn Progress,
     ) -> Result<TuneReport, FlowError> {
+        if let Some(dir) = &request.emit {
+            // Before any GPU time is spent on results that could not be written.
+            check_emit_root(dir)?;
+        }
         let session = Session::open(loc, request.run.device, progress)?;
         let results = request
             .shapes
@@ -371,6 +398,15 @@ mod live {
                     empty_result(shape_spec(shape), request, Some(e.to_string()))
                 }),
             })
+            .map(|mut result| {
+                if request.emit.is_some() && result.emit.is_none() {
+                    result.emit = Some(not_emitted(
+                        false,
+                        "this shape has no verified result to write (see its error)".into(),
+                    ));
+                }
+                result
+            })
             .collect();
         Ok(TuneReport {
             schema_version: SCHEMA_VERSION,
@@ -387,8 +423,14 @@ mod live {
         progress: &dyn Progress,
     ) -> Result<TuneShapeResult, FlowError> {
         let started = Instant::now();
-        let tpl = template(shape.m, shape.n, shape.k, request.dtype, request.layouts)
-            .with_batch(shape.batch);
+        let tpl = template(
+            shape.m,
+            shape.n,
+            shape.k,
+            (request.dtype, request.out_dtype),
+            request.layouts,
+        )
+        .with_batch(shape.batch);
         let arch = &s.gpu.arch;
         let p = tpl.validate(arch)?;
         let key = tune_key(&s.device, &p);
@@ -421,6 +463,17 @@ mod live {
                     k: stored.k,
                     batch: stored.batch,
                 });
+            }
+            if let Some(dir) = &request.emit {
+                result.emit = Some(emit_stored(
+                    s,
+                    request,
+                    &tpl,
+                    &p,
+                    &hit.winner,
+                    dir,
+                    progress,
+                ));
             }
             result.total_wall_s = Some(started.elapsed().as_secs_f64());
             return Ok(result);
@@ -478,8 +531,147 @@ mod live {
                 },
             },
         });
+        if let Some(dir) = &request.emit {
+            result.emit = Some(match (&result.error, outcome.winner()) {
+                (None, Some(winner)) => emit_measured(s, dir, &outcome, winner, false, progress),
+                _ => not_emitted(
+                    false,
+                    "this shape has no verified result to write (see its error)".into(),
+                ),
+            });
+        }
         result.total_wall_s = Some(started.elapsed().as_secs_f64());
         Ok(result)
+    }
+
+    fn not_emitted(rerun: bool, error: String) -> EmitReport {
+        EmitReport {
+            directory: None,
+            files: Vec::new(),
+            rerun,
+            error: Some(error),
+        }
+    }
+
+    /// Writes `winner` of `outcome`, which it verified and timed, under `dir`.
+    fn emit_measured(
+        s: &Session,
+        dir: &Path,
+        outcome: &TuneOutcome,
+        winner: &CandidateReport,
+        rerun: bool,
+        progress: &dyn Progress,
+    ) -> EmitReport {
+        let Some(measured) = &winner.measured else {
+            return not_emitted(rerun, "the winner has no measurement".into());
+        };
+        let worker = &outcome.worker;
+        let inputs = EmitInputs {
+            spec: winner.spec,
+            dims: outcome.problem.dims(),
+            device: EmitDevice {
+                name: worker.device_name.clone(),
+                compute_capability: format!(
+                    "{}.{}",
+                    worker.compute_capability.0, worker.compute_capability.1
+                ),
+                sm_count: worker.sms,
+            },
+            grid: measured.grid,
+            blocks_per_sm: measured.blocks_per_sm,
+            measured_time_s: Some(measured.timing.median_s),
+            cublas_time_s: outcome.cublas_s(),
+        };
+        let label = winner.spec.label();
+        let warn = |defect: &carver_gpu::sm90::CacheDefect| {
+            progress.warning(&format!(
+                "cached kernel of {label} not used, compiling it again: {defect}"
+            ));
+        };
+        match emit(dir, &s.cache, &inputs, &warn) {
+            Ok(written) => EmitReport {
+                directory: Some(written.directory.display().to_string()),
+                files: written.files,
+                rerun,
+                error: None,
+            },
+            Err(e) => not_emitted(rerun, e.to_string()),
+        }
+    }
+
+    /// Writes a winner from the tuning database under `dir`: it is run once more as `bench`
+    /// runs it, checked against cuBLAS again, which gives the grid the description needs.
+    fn emit_stored(
+        s: &Session,
+        request: &TuneRequest,
+        tpl: &MatmulTemplate,
+        p: &Problem,
+        winner: &serde_json::Value,
+        dir: &Path,
+        progress: &dyn Progress,
+    ) -> EmitReport {
+        let (tile, prediction) = match carver::predict_native(tpl, &s.gpu.arch, winner) {
+            Ok(t) => t,
+            Err(e) => {
+                return not_emitted(false, format!("the stored winner cannot be run: {e}"));
+            }
+        };
+        let spec = gemm_problem(p).spec(Sm90Params::from_tile(&tile));
+        // What no run could fix is refused before the GPU is used.
+        if let Err(e) = check_emit_problem(&spec, &gemm_problem(p).dims()) {
+            return not_emitted(false, e.to_string());
+        }
+        let outcome = match run_one(
+            s,
+            &request.run,
+            p,
+            spec,
+            prediction.time_us * 1e-6,
+            progress,
+        ) {
+            Ok(o) => o,
+            Err(e) => return not_emitted(true, format!("the stored winner could not be run: {e}")),
+        };
+        match outcome.candidates.first() {
+            Some(c) if c.measured.is_some() => emit_measured(s, dir, &outcome, c, true, progress),
+            Some(c) => not_emitted(
+                true,
+                format!(
+                    "the stored winner failed when run again: {}",
+                    c.failure.as_deref().unwrap_or("not measured")
+                ),
+            ),
+            None => not_emitted(true, "the stored winner was not run".into()),
+        }
+    }
+
+    /// One configuration checked against cuBLAS and timed beside it (`bench`, and a stored
+    /// winner before it is emitted).
+    fn run_one(
+        s: &Session,
+        run: &RunOptions,
+        p: &Problem,
+        spec: KernelSpec,
+        predicted_s: f64,
+        progress: &dyn Progress,
+    ) -> Result<TuneOutcome, FlowError> {
+        let job = TuneJob {
+            problem: gemm_problem(p),
+            candidates: vec![Candidate {
+                spec,
+                model_rank: 1,
+                predicted_s,
+            }],
+            device: run.device,
+            cache: &s.cache,
+            timing: TimingOptions::default(),
+            watchdog: run.watchdog.max(std::time::Duration::from_secs(1)),
+            compile_threads: 1,
+        };
+        progress.shape_started(&spec.label());
+        let outcome = carver_gpu::tune::tune(&job, &worker_command(run), &forward(progress));
+        progress.shape_finished();
+        Ok(outcome?)
     }
 
     /// A deliberate re-tune replaces the stored result (which may be a fault that no honest
@@ -585,7 +777,7 @@ mod live {
             request.m,
             request.n,
             request.k,
-            request.dtype,
+            (request.dtype, request.out_dtype),
             request.layouts,
         );
         let arch = &session.gpu.arch;
@@ -613,24 +805,14 @@ mod live {
         let (tile, prediction) = carver::predict_native(&tpl, arch, &config)?;
         let params = Sm90Params::from_tile(&tile);
         let spec = gemm_problem(&p).spec(params);
-        let job = TuneJob {
-            problem: gemm_problem(&p),
-            candidates: vec![Candidate {
-                spec,
-                model_rank: 1,
-                predicted_s: prediction.time_us * 1e-6,
-            }],
-            device: request.run.device,
-            cache: &session.cache,
-            timing: TimingOptions::default(),
-            watchdog: request.run.watchdog.max(std::time::Duration::from_secs(1)),
-            compile_threads: 1,
-        };
-        progress.shape_started(&spec.label());
-        let outcome =
-            carver_gpu::tune::tune(&job, &worker_command(&request.run), &forward(progress));
-        progress.shape_finished();
-        let outcome = outcome?;
+        let outcome = run_one(
+            &session,
+            &request.run,
+            &p,
+            spec,
+            prediction.time_us * 1e-6,
+            progress,
+        )?;
         let c = outcome.candidates.first();
         let t = c.and_then(CandidateReport::time_s);
         let cublas = outcome.cublas_s();

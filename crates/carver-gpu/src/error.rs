@@ -57,6 +57,13 @@ pub enum GpuError {
         source: cudarc::cublas::result::CublasError,
     },
 
+    #[error("cuBLASLt call {call} failed: {source}")]
+    CublasLt {
+        call: &'static str,
+        #[source]
+        source: cudarc::cublaslt::result::CublasError,
+    },
+
     #[error(
         "{library} failed inside {call} ({message}); the installed CUDA libraries do not match what carver was built for (CUDA 13 bindings); {OFFLINE_HINT}"
     )]

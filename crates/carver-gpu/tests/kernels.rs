@@ -48,7 +48,7 @@ fn tuning_worker_helpers_compile_for_hopper() {
         }
         Err(e) => panic!("{e}"),
     };
-    for entry in ["fill_16", "poison_u16", "diff_16"] {
+    for entry in ["fill_16", "poison_u16", "diff_16", "fill_fp8", "fp8_to_16"] {
         assert!(ptx.contains(&format!(".entry {entry}(")), "no {entry}");
     }
     assert!(ptx.contains(".target sm_90"));

@@ -437,6 +437,7 @@ fn on_a_hopper_gpu_the_gemm_on_repacked_operands_is_exact() {
                         k: k as u64,
                         batch: 1,
                     },
+                    1.0,
                     grid,
                 )
                 .unwrap()

@@ -82,6 +82,21 @@ fn representative() -> Vec<KernelSpec> {
         s.params.cluster_m = cluster_m;
         v.push(s);
     }
+    // fp8 (k32 wgmma, block K 128, B stored N x K): e4m3 and e5m2, bf16 and f16 out, with a
+    // cluster and a split.
+    for (shape, persistent, input, output, split, cluster_m) in [
+        ((128, 256, 4, 2), true, DType::E4m3, DType::Bf16, 1, 1),
+        ((128, 128, 5, 1), false, DType::E4m3, DType::F16, 1, 2),
+        ((64, 64, 6, 1), false, DType::E5m2, DType::Bf16, 4, 1),
+        ((256, 128, 3, 2), true, DType::E4m3, DType::Bf16, 2, 2),
+    ] {
+        let mut s = spec(shape, persistent, Layout::Col, input);
+        s.params.block_k = 128;
+        s.params.split_k = split;
+        s.params.cluster_m = cluster_m;
+        s.output = output;
+        v.push(s);
+    }
     v
 }
 

@@ -27,6 +27,7 @@
 //! | `carver moe` | [`MoeOutput`]; the engines' config file [`MoeConfigFile`] |
 //! | `carver tune` | [`TuneReport`] |
 //! | `carver bench` | [`BenchReport`] |
+//! | `carver tune --emit DIR` (`launch.json`) | [`EmittedKernel`] |
 //! | `carver cache list` / `show` / `import` / `clear` / `remove` / `recover` | [`CacheList`], [`CacheShow`], [`CacheImport`], [`CacheClear`], [`CacheClear`], [`CacheRecover`] |
 //!
 //! The tuning database stores [`TuneRecord`]s.
@@ -37,6 +38,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 mod arch;
 mod cache;
 mod device;
+mod emit;
 mod moe;
 mod prediction;
 mod recommend;
@@ -46,6 +48,7 @@ mod tune;
 pub use arch::*;
 pub use cache::*;
 pub use device::*;
+pub use emit::*;
 pub use moe::*;
 pub use prediction::*;
 pub use recommend::*;

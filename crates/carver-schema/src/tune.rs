@@ -65,6 +65,24 @@ pub struct TuneShapeResult {
     pub matched_shape: Option<ShapeSpec>,
     /// Why this shape has no result, or why its result was not stored.
     pub error: Option<String>,
+    /// With `--emit DIR`: where the winner was written, or why it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emit: Option<EmitReport>,
+}
+
+/// Where `carver tune --emit DIR` wrote a shape's winner (its `launch.json`, source and cubins),
+/// or why it did not.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmitReport {
+    /// The directory written; absent when nothing was.
+    pub directory: Option<String>,
+    /// The files written there.
+    pub files: Vec<String>,
+    /// The winner came from the tuning database and was run again (checked against cuBLAS) to
+    /// measure its launch grid.
+    pub rerun: bool,
+    /// Why the winner was not emitted.
+    pub error: Option<String>,
 }
 
 /// Operands copied into rows padded to 16 bytes before every launch; every measured time of the

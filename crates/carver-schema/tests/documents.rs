@@ -504,6 +504,13 @@ fn tune_report() {
         }),
         matched_shape: None,
         error: None,
+        // Its rows need the padded copies, which an emitted kernel does not make.
+        emit: Some(EmitReport {
+            directory: None,
+            files: vec![],
+            rerun: false,
+            error: Some("the emitted kernel reads A and B in place, so it takes 16-byte-aligned rows only (K, and N for row-major B, multiples of 8); this problem has K = 999 (rows of A) and N = 777 (rows of row-major B), whose rows carver copies into padded buffers before every launch; the tuning result itself is unaffected".into()),
+        }),
     };
     let from_database = TuneShapeResult {
         shape: shape(Some("square"), 4096, 4096, 4096),
@@ -520,6 +527,16 @@ fn tune_report() {
         stored: None,
         repack: None,
         matched_shape: Some(shape(None, 1024, 1024, 1024)),
+        emit: Some(EmitReport {
+            directory: Some("kernels/4096x4096x4096_bf16_rr".into()),
+            files: vec![
+                "kernel.cu".into(),
+                "kernel.cubin".into(),
+                "launch.json".into(),
+            ],
+            rerun: true,
+            error: None,
+        }),
         ..tuned.clone()
     };
     let failed = TuneShapeResult {
@@ -541,6 +558,7 @@ fn tune_report() {
         repack: None,
         matched_shape: None,
         error: Some("line 3: `x` is not a number".into()),
+        emit: None,
     };
     pin(
         "tune_report",
@@ -575,6 +593,193 @@ fn bench_report() {
             details: Some(measurement(true)),
             repack: None,
             failure: None,
+        },
+    );
+}
+
+fn enum_arg(name: &str, value: u32) -> EnumArg {
+    EnumArg {
+        name: name.into(),
+        value,
+    }
+}
+
+fn tensor_map(operand: &str, dims: [u64; 3], box_dim: [u32; 3]) -> EmitParam {
+    EmitParam {
+        name: format!("tma_{}", operand.to_lowercase()),
+        kind: EmitParamKind::TensorMap,
+        size_bytes: 128,
+        align_bytes: 64,
+        tensor_map: Some(TensorMapEncoding {
+            global_address: operand.into(),
+            note: format!("{operand}: dims innermost first"),
+            data_type: enum_arg("CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", 9),
+            rank: 3,
+            global_dim: dims.to_vec(),
+            global_strides_bytes: vec![dims[0] * 2, dims[0] * dims[1] * 2],
+            box_dim: box_dim.to_vec(),
+            element_strides: vec![1, 1, 1],
+            interleave: enum_arg("CU_TENSOR_MAP_INTERLEAVE_NONE", 0),
+            swizzle: enum_arg("CU_TENSOR_MAP_SWIZZLE_128B", 3),
+            l2_promotion: enum_arg("CU_TENSOR_MAP_L2_PROMOTION_L2_256B", 3),
+            oob_fill: enum_arg("CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE", 0),
+        }),
+        buffer: None,
+        bytes: None,
+        value: None,
+        float_value: None,
+        note: format!("tensor map of {operand}, by value"),
+    }
+}
+
+fn pointer_param(name: &str, buffer: &str, bytes: u64) -> EmitParam {
+    EmitParam {
+        name: name.into(),
+        kind: EmitParamKind::DevicePointer,
+        size_bytes: 8,
+        align_bytes: 8,
+        tensor_map: None,
+        buffer: Some(buffer.into()),
+        bytes: Some(bytes),
+        value: None,
+        float_value: None,
+        note: buffer.into(),
+    }
+}
+
+fn int_param(name: &str, value: i64) -> EmitParam {
+    EmitParam {
+        name: name.into(),
+        kind: EmitParamKind::I32,
+        size_bytes: 4,
+        align_bytes: 4,
+        tensor_map: None,
+        buffer: None,
+        bytes: None,
+        value: Some(value),
+        float_value: None,
+        note: name.into(),
+    }
+}
+
+fn buffer(name: &str, role: &str, dtype: &str, shape: &[u64], elem_bytes: u64) -> EmitBuffer {
+    EmitBuffer {
+        name: name.into(),
+        role: role.into(),
+        dtype: dtype.into(),
+        shape: shape.to_vec(),
+        bytes: shape.iter().product::<u64>() * elem_bytes,
+        alignment_bytes: 16,
+        layout: format!("{name}, densely stored"),
+    }
+}
+
+/// A split-K decode GEMM of 2 matrices: the GEMM, then the reduction.
+#[test]
+fn emitted_kernel() {
+    let workspace = 2 * 4 * 4096 * 4;
+    pin(
+        "emitted_kernel",
+        &EmittedKernel {
+            schema_version: SCHEMA_VERSION,
+            carver_version: "0.1.0".into(),
+            target: "cuda-sm90".into(),
+            device: EmitDevice {
+                name: "NVIDIA H100 80GB HBM3".into(),
+                compute_capability: "9.0".into(),
+                sm_count: 132,
+            },
+            problem: TuneProblem {
+                m: 1,
+                n: 4096,
+                k: 8192,
+                batch: 2,
+                dtype_a: "bf16".into(),
+                dtype_b: "bf16".into(),
+                dtype_c: "bf16".into(),
+                dtype_acc: "f32".into(),
+                layout_a: "row".into(),
+                layout_b: "row".into(),
+            },
+            config: json!({"block_m": 64, "block_n": 128, "block_k": 64, "stages": 6,
+                           "consumers": 1, "group_m": 8, "cluster_m": 1, "persistent": false,
+                           "split_k": 4}),
+            label: "64x128x64 s6 c1 g8 k4 rr bf16".into(),
+            measured_time_us: Some(21.5),
+            cublas_time_us: Some(24.0),
+            build: EmitBuild {
+                arch: "sm_90a".into(),
+                compiler: "NVRTC 13.0".into(),
+                options: vec!["--gpu-architecture=sm_90a".into(), "-std=c++17".into()],
+            },
+            buffers: vec![
+                buffer("A", "input", "bf16", &[2, 1, 8192], 2),
+                buffer("B", "input", "bf16", &[2, 8192, 4096], 2),
+                buffer("C", "output", "bf16", &[2, 1, 4096], 2),
+                buffer("workspace", "scratch", "f32", &[2, 4, 1, 4096], 4),
+            ],
+            workspace_bytes: workspace,
+            kernels: vec![
+                EmitLaunch {
+                    entry_point: "carver_sm90_gemm".into(),
+                    source_file: "kernel.cu".into(),
+                    cubin_file: "kernel.cubin".into(),
+                    cubin_sha256: "ab".repeat(32),
+                    grid: [256, 1, 1],
+                    block: [256, 1, 1],
+                    cluster: [1, 1, 1],
+                    cluster_compiled_in: false,
+                    dynamic_smem_bytes: 148480,
+                    set_max_dynamic_smem: true,
+                    blocks_per_sm: Some(1),
+                    params: vec![
+                        tensor_map("A", [8192, 1, 2], [64, 64, 1]),
+                        tensor_map("B", [4096, 8192, 2], [64, 64, 1]),
+                        pointer_param("c", "C", 2 * 4096 * 2),
+                        pointer_param("partials", "workspace", workspace),
+                        int_param("M", 1),
+                        int_param("N", 4096),
+                        int_param("K", 8192),
+                        int_param("batch", 2),
+                        EmitParam {
+                            name: "alpha".into(),
+                            kind: EmitParamKind::F32,
+                            size_bytes: 4,
+                            align_bytes: 4,
+                            tensor_map: None,
+                            buffer: None,
+                            bytes: None,
+                            value: None,
+                            float_value: Some(1.0),
+                            note: "C = alpha A B".into(),
+                        },
+                    ],
+                },
+                EmitLaunch {
+                    entry_point: "carver_sm90_splitk_reduce".into(),
+                    source_file: "splitk_reduce.cu".into(),
+                    cubin_file: "splitk_reduce.cubin".into(),
+                    cubin_sha256: "cd".repeat(32),
+                    grid: [16, 2, 1],
+                    block: [256, 1, 1],
+                    cluster: [1, 1, 1],
+                    cluster_compiled_in: false,
+                    dynamic_smem_bytes: 0,
+                    set_max_dynamic_smem: false,
+                    blocks_per_sm: None,
+                    params: vec![
+                        pointer_param("partials", "workspace", workspace),
+                        pointer_param("c", "C", 2 * 4096 * 2),
+                        int_param("M", 1),
+                        int_param("N", 4096),
+                        int_param("ldw", 4096),
+                        int_param("splits", 4),
+                        int_param("batch", 2),
+                        int_param("out_bf16", 1),
+                    ],
+                },
+            ],
+            grid_rule: "carver_sm90_gemm: grid.x = 1 x units, units = ceil(ceil(M / 64) / 1) x ceil(N / 128) x 4 (split_k) x batch.".into(),
         },
     );
 }

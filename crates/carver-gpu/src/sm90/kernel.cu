@@ -1,10 +1,14 @@
-// carver's Hopper GEMM, the `cuda-sm90` kernel family: C[b, M, N] = A[b, M, K] * B[b, K, N] for
-// each of `batch` equally shaped, densely stacked matmuls (batch 1: one matmul).
+// carver's Hopper GEMM, the `cuda-sm90` kernel family: C[b, M, N] = alpha * A[b, M, K] * B[b, K, N]
+// for each of `batch` equally shaped, densely stacked matmuls (batch 1: one matmul). Inputs are
+// 16-bit (bf16 or f16, wgmma k16) or 8-bit (fp8 e4m3 or e5m2, wgmma k32, B stored N x K: wgmma
+// reads 8-bit operands K-major only); `alpha` is the product of fp8's per-tensor scales (1 for
+// 16-bit inputs).
 //
 // Compiled at run time with NVRTC for sm_90a, once per configuration. The host puts in front of
 // this file the configuration's #defines and `wgmma_tile`, the one wgmma instruction of the tile
 // (its operand list depends on BN, so it is generated):
 //   BM, BN, BK          block tile (BK x element size = 128 bytes, the swizzle span)
+//   ELEM_BYTES          bytes of one input element: 2 (bf16, f16) or 1 (e4m3, e5m2)
 //   STAGES              depth of the shared-memory ring
 //   CONSUMERS           wgmma warpgroups (1 or 2); each owns BM / CONSUMERS rows of the tile
 //   GROUP_M             launch-order group: tile rows walked together down a column band
@@ -60,9 +64,14 @@ struct __align__(64) TmaMap {
 // One TMA box of row-major B: 64 columns (128 bytes) x BK rows.
 #define B_BOX_BYTES (64 * 128)
 
-#if BK * 2 != 128
+#if BK * ELEM_BYTES != 128
 #error "BK x element size must be 128 bytes"
 #endif
+#if ELEM_BYTES == 1 && !B_KMAJOR
+#error "8-bit inputs need B stored N x K"
+#endif
+// wgmma instructions per stage: each consumes 32 bytes of K (k16 of 16-bit, k32 of 8-bit).
+#define K_STEPS (128 / 32)
 #if ROWS_PER_CONSUMER % 64 != 0
 #error "BM must be 64 x CONSUMERS x m-iterations"
 #endif
@@ -316,7 +325,7 @@ __device__ __forceinline__ Work unit_work(int u, int unit_rows, int tiles_n, int
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
     carver_sm90_gemm(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b,
                      u16* __restrict__ c, float* __restrict__ partials, int M, int N, int K,
-                     int batch) {
+                     int batch, float alpha) {
     // The ring, then the barriers: full[s] at bars + 8 s, empty[s] at bars + 8 (STAGES + s).
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 base = smem_u32(smem);
@@ -432,7 +441,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                 const u32 sb = base + s * STAGE_BYTES + A_STAGE_BYTES;
                 wg_fence();
 #pragma unroll
-                for (int ks = 0; ks < BK / 16; ++ks) {
+                for (int ks = 0; ks < K_STEPS; ++ks) {
 #if B_KMAJOR
                     const u64 db = desc_kmajor(sb + ks * 32);
 #else
@@ -452,6 +461,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                 }
             }
             wg_wait<0>();
+#pragma unroll
+            for (int mi = 0; mi < M_SLABS; ++mi) {
+#pragma unroll
+                for (int i = 0; i < BN / 2; ++i) acc[mi][i] *= alpha;
+            }
 
 #if SPLIT_K > 1
             // The partial tile goes to the workspace straight from the registers; the last

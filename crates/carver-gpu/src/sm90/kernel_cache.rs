@@ -388,7 +388,7 @@ fn parse_index(path: &Path, bytes: &[u8], id: &Identity) -> Result<IndexEntry, C
 }
 
 /// What a path of the cache holds.
-enum Found {
+pub(super) enum Found {
     Nothing,
     /// A file of this many bytes, more than the caller reads.
     Larger(u64),
@@ -396,7 +396,7 @@ enum Found {
 }
 
 /// The bytes of the regular file at `path` when it has at most `limit` of them.
-fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Found> {
+pub(super) fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Found> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Found::Nothing),
@@ -421,6 +421,14 @@ fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Found> {
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
 /// that `path` holds the old content or the new, never part of either.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), GpuError> {
+    replace_file(path, bytes).map_err(|source| GpuError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// [`write_atomically`] with the I/O error as it is (the emitter reports it its own way).
+pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     // Unique within the process too: compile threads may store the same key at once.
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = path
@@ -432,10 +440,6 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), GpuError> {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
-    let io = |source| GpuError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
     let written = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -445,9 +449,8 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), GpuError> {
             f.sync_all()
         })
         .and_then(|()| std::fs::rename(&tmp, path));
-    written.map_err(|e| {
+    written.inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
-        io(e)
     })
 }
 

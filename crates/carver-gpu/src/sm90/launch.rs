@@ -23,33 +23,75 @@ pub struct TmaMap(pub sys::CUtensorMap);
 // parameter as a 128-byte struct.
 unsafe impl DeviceRepr for TmaMap {}
 
-/// A 3-D map over `batch` stacked copies of the operand `rows` describes (columns, rows,
-/// matrices), loading boxes of `box_inner` x `box_outer` x 1.
+/// The geometry of one operand's 3-D tensor map, as `cuTensorMapEncodeTiled` takes it (every
+/// array innermost first): the one definition both the launch here and `carver tune --emit`'s
+/// description use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TmaGeometry {
+    /// `batch` stacked copies of the operand: (columns, rows, matrices). The true extents: TMA
+    /// zero-fills past them, so a padded copy's padding is never read.
+    pub dims: [u64; 3],
+    /// Byte strides of the row and matrix dimensions (the inner one is contiguous).
+    pub strides_bytes: [u64; 2],
+    /// The box the kernel loads: inner x outer x 1.
+    pub boxes: [u32; 3],
+    pub element_strides: [u32; 3],
+}
+
+impl TmaGeometry {
+    /// A map over `batch` stacked copies of the operand `rows` describes, of `elem_bytes`-byte
+    /// elements, loading boxes of `box_inner` x `box_outer` x 1.
+    pub fn new(
+        rows: &OperandRows,
+        elem_bytes: u32,
+        batch: u64,
+        box_inner: u32,
+        box_outer: u32,
+    ) -> Self {
+        let e = u64::from(elem_bytes);
+        Self {
+            dims: [rows.cols, rows.rows, batch],
+            strides_bytes: [rows.ld * e, rows.rows * rows.ld * e],
+            boxes: [box_inner, box_outer, 1],
+            element_strides: [1, 1, 1],
+        }
+    }
+}
+
+/// The encoding options every map of the family uses, besides its data type.
+pub const TMA_INTERLEAVE: sys::CUtensorMapInterleave =
+    sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE;
+pub const TMA_SWIZZLE: sys::CUtensorMapSwizzle =
+    sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B;
+pub const TMA_L2_PROMOTION: sys::CUtensorMapL2promotion =
+    sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+pub const TMA_OOB_FILL: sys::CUtensorMapFloatOOBfill =
+    sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+
+/// The tensor map data type of the kernel's inputs.
+pub fn tma_data_type(input: carver::DType) -> Result<sys::CUtensorMapDataType, GpuError> {
+    match input {
+        carver::DType::Bf16 => Ok(sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16),
+        carver::DType::F16 => Ok(sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16),
+        // TMA only moves fp8's bytes; the kernel's wgmma reads them as e4m3 or e5m2.
+        carver::DType::E4m3 | carver::DType::E5m2 => {
+            Ok(sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8)
+        }
+        other => Err(GpuError::Unsupported {
+            what: format!("{other} inputs"),
+            reason: "the cuda-sm90 kernel reads bf16, f16, e4m3 or e5m2".into(),
+        }),
+    }
+}
+
+/// Encodes the map `geometry` describes over the operand at `ptr`.
 fn encode_3d(
     input: carver::DType,
     ptr: sys::CUdeviceptr,
-    rows: &OperandRows,
-    batch: u64,
-    box_inner: u32,
-    box_outer: u32,
+    geometry: &TmaGeometry,
     what: &'static str,
 ) -> Result<TmaMap, GpuError> {
-    let dtype = match input {
-        carver::DType::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        carver::DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-        other => {
-            return Err(GpuError::Unsupported {
-                what: format!("{other} inputs"),
-                reason: "the cuda-sm90 kernel reads bf16 or f16".into(),
-            });
-        }
-    };
-    // The true extents: TMA zero-fills past them, so a padded copy's padding is never read.
-    let dims = [rows.cols, rows.rows, batch];
-    // Byte strides of the row and matrix dimensions (the inner one is contiguous).
-    let strides = [rows.ld * 2, rows.rows * rows.ld * 2];
-    let boxes = [box_inner, box_outer, 1];
-    let element_strides = [1u32, 1, 1];
+    let dtype = tma_data_type(input)?;
     let mut map = TmaMap(sys::CUtensorMap { opaque: [0; 16] });
     // SAFETY: every array has the length rank 3 needs; `map` is 64-byte aligned and 128 bytes.
     unsafe {
@@ -58,14 +100,14 @@ fn encode_3d(
             dtype,
             3,
             ptr as *mut _,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            element_strides.as_ptr(),
-            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            geometry.dims.as_ptr(),
+            geometry.strides_bytes.as_ptr(),
+            geometry.boxes.as_ptr(),
+            geometry.element_strides.as_ptr(),
+            TMA_INTERLEAVE,
+            TMA_SWIZZLE,
+            TMA_L2_PROMOTION,
+            TMA_OOB_FILL,
         )
     }
     .result()
@@ -85,6 +127,21 @@ pub fn tma_boxes(spec: &KernelSpec) -> ((u32, u32), (u32, u32)) {
     ((p.block_k, p.block_m), b)
 }
 
+/// The geometry of A's and B's tensor maps for `batch` stacked operands laid out as `a` and `b`
+/// say, with the boxes the kernel loads.
+pub fn tma_geometry(
+    spec: &KernelSpec,
+    a: &OperandRows,
+    b: &OperandRows,
+    batch: u64,
+) -> (TmaGeometry, TmaGeometry) {
+    let (box_a, box_b) = tma_boxes(spec);
+    (
+        TmaGeometry::new(a, spec.input.bytes(), batch, box_a.0, box_a.1),
+        TmaGeometry::new(b, spec.input.bytes(), batch, box_b.0, box_b.1),
+    )
+}
+
 /// Tensor maps of `batch` stacked A (row-major M x K) and B (row-major K x N, or N x K when
 /// `layout_b` is column-major), with the boxes the kernel loads. `a` and `b` say how each matrix
 /// is laid out where `a_ptr` and `b_ptr` point (see [`operand_rows`](super::operand_rows)):
@@ -98,25 +155,9 @@ pub fn encode_tma_maps(
     b: &OperandRows,
     batch: u64,
 ) -> Result<(TmaMap, TmaMap), GpuError> {
-    let (box_a, box_b) = tma_boxes(spec);
-    let map_a = encode_3d(
-        spec.input,
-        a_ptr,
-        a,
-        batch,
-        box_a.0,
-        box_a.1,
-        "cuTensorMapEncodeTiled(A)",
-    )?;
-    let map_b = encode_3d(
-        spec.input,
-        b_ptr,
-        b,
-        batch,
-        box_b.0,
-        box_b.1,
-        "cuTensorMapEncodeTiled(B)",
-    )?;
+    let (geometry_a, geometry_b) = tma_geometry(spec, a, b, batch);
+    let map_a = encode_3d(spec.input, a_ptr, &geometry_a, "cuTensorMapEncodeTiled(A)")?;
+    let map_b = encode_3d(spec.input, b_ptr, &geometry_b, "cuTensorMapEncodeTiled(B)")?;
     Ok((map_a, map_b))
 }
 
@@ -277,8 +318,9 @@ impl LoadedKernel {
             })
     }
 
-    /// Launches the GEMM on `stream` (asynchronous): C = A B for each of the `batch` matrices,
-    /// or with split-K the partial products into `partials` (sum them with
+    /// Launches the GEMM on `stream` (asynchronous): C = alpha A B for each of the `batch`
+    /// matrices (`alpha`: fp8's per-tensor scales multiplied; 1 for 16-bit inputs), or with
+    /// split-K the scaled partial products into `partials` (sum them with
     /// [`SplitKReduce`](super::SplitKReduce)).
     ///
     /// # Safety
@@ -293,6 +335,7 @@ impl LoadedKernel {
         maps: &(TmaMap, TmaMap),
         out: GemmOutput,
         dims: GemmDims,
+        alpha: f32,
         grid: u32,
     ) -> Result<(), GpuError> {
         let [m, n, k, batch] = dims.int_args()?;
@@ -310,9 +353,10 @@ impl LoadedKernel {
             .arg(&m)
             .arg(&n)
             .arg(&k)
-            .arg(&batch);
+            .arg(&batch)
+            .arg(&alpha);
         // SAFETY: the caller guarantees the buffers; the parameters match the kernel's
-        // signature (two 128-byte maps, two pointers, four ints).
+        // signature (two 128-byte maps, two pointers, four ints, a float).
         unsafe { launch.launch(cfg) }
             .map(|_| ())
             .map_err(driver_err("cuLaunchKernel(carver_sm90_gemm)"))

@@ -2,13 +2,15 @@
 //! configuration, NVRTC compilation to cubins with an on-disk cache, and (on a GPU) launching.
 //! Operands whose rows are not 16-byte aligned, which TMA cannot load, are first copied into
 //! padded buffers by the family's copy kernel (`repack`); a split-K configuration's partial
-//! tiles are summed by a second kernel (`splitk`).
+//! tiles are summed by a second kernel (`splitk`). A tuned winner can be written out for other
+//! programs to launch (`emit`).
 //!
 //! The configuration space is [`carver::family::Sm90Params`], the same definition the
 //! recommender's `cuda-sm90` target ranks, and so are its rules: [`KernelSpec::check`] is
 //! [`Sm90Params::check`], the check the recommender applies to every point of its space.
 
 mod compile;
+mod emit;
 mod kernel_cache;
 mod launch;
 mod repack;
@@ -21,8 +23,16 @@ use carver::{DType, Layout};
 use serde::{Deserialize, Serialize};
 
 pub use compile::{CompiledKernel, PtxasReport, compile_kernel, compile_source, nvrtc_version};
+pub use emit::{
+    EmitCubins, EmitError, EmitInputs, EmitWritten, GEMM_CUBIN_FILE, GEMM_SOURCE_FILE, LAUNCH_FILE,
+    REDUCE_CUBIN_FILE, REDUCE_SOURCE_FILE, check_emit_problem, check_emit_root, check_emittable,
+    describe, emit, emit_dir_name, write_emit,
+};
 pub use kernel_cache::{CacheDefect, CompileEvent, KernelCache, compile_all, sha256_hex};
-pub use launch::{GemmDims, GemmOutput, LoadedKernel, TmaMap, encode_tma_maps, tma_boxes};
+pub use launch::{
+    GemmDims, GemmOutput, LoadedKernel, TmaGeometry, TmaMap, encode_tma_maps, tma_boxes,
+    tma_geometry,
+};
 pub use repack::{OperandRows, REPACK_NAME, REPACK_SOURCE, RepackKernel, operand_rows};
 pub use splitk::{SPLITK_NAME, SPLITK_SOURCE, SPLITK_THREADS, SplitKReduce, SplitKShape};
 
@@ -38,7 +48,7 @@ const GENERATOR_VERSION: u32 = 2;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct KernelSpec {
     pub params: Sm90Params,
-    /// Element type of A and B: `bf16` or `f16`.
+    /// Element type of A and B: `bf16`, `f16`, `e4m3` or `e5m2`.
     pub input: DType,
     /// Element type of C: `bf16` or `f16`.
     pub output: DType,
@@ -129,6 +139,7 @@ impl KernelSpec {
             ("SPLIT_K", p.split_k),
             ("B_KMAJOR", u32::from(self.layout_b == Layout::Col)),
             ("OUT_BF16", u32::from(self.output == DType::Bf16)),
+            ("ELEM_BYTES", self.input.bytes()),
         ] {
             let _ = writeln!(s, "#define {name} {value}");
         }
@@ -144,13 +155,16 @@ impl KernelSpec {
     }
 }
 
-/// `wgmma_tile(acc, desc_a, desc_b)`: one `wgmma.mma_async m64nBNk16` with fp32 accumulators,
-/// A and B from shared memory (B N-major when `b_transposed`).
+/// `wgmma_tile(acc, desc_a, desc_b)`: one `wgmma.mma_async m64nBNk16` (16-bit inputs) or
+/// `m64nBNk32` (fp8) with fp32 accumulators, A and B from shared memory (16-bit B N-major when
+/// `b_transposed`; 8-bit operands have no transpose: they are always K-major).
 fn wgmma_wrapper(block_n: u32, input: DType, b_transposed: bool) -> String {
     let regs = block_n / 2;
-    let ty = match input {
-        DType::Bf16 => "bf16",
-        _ => "f16",
+    let (ty, k) = match input {
+        DType::Bf16 => ("bf16", 16),
+        DType::E4m3 => ("e4m3", 32),
+        DType::E5m2 => ("e5m2", 32),
+        _ => ("f16", 16),
     };
     let mut s = String::new();
     let _ = writeln!(
@@ -161,7 +175,7 @@ fn wgmma_wrapper(block_n: u32, input: DType, b_transposed: bool) -> String {
     let _ = write!(s, "{}", regs + 2);
     let _ = write!(
         s,
-        ", 0;\\nwgmma.mma_async.sync.aligned.m64n{block_n}k16.f32.{ty}.{ty} {{"
+        ", 0;\\nwgmma.mma_async.sync.aligned.m64n{block_n}k{k}.f32.{ty}.{ty} {{"
     );
     for i in 0..regs {
         if i > 0 {
@@ -169,12 +183,17 @@ fn wgmma_wrapper(block_n: u32, input: DType, b_transposed: bool) -> String {
         }
         let _ = write!(s, "%{i}");
     }
+    // scale-d from the predicate, A and B unnegated, then (16-bit only) the transposes.
+    let transposes = if input.is_fp8() {
+        String::new()
+    } else {
+        format!(", 0, {}", u32::from(b_transposed))
+    };
     let _ = writeln!(
         s,
-        "}}, %{}, %{}, p, 1, 1, 0, {};\\n}}\\n\"",
+        "}}, %{}, %{}, p, 1, 1{transposes};\\n}}\\n\"",
         regs,
         regs + 1,
-        u32::from(b_transposed)
     );
     s.push_str("        : ");
     for i in 0..regs {
@@ -259,6 +278,11 @@ mod tests {
         let k = wgmma_wrapper(16, DType::F16, false);
         assert!(k.contains("m64n16k16.f32.f16.f16"));
         assert!(k.contains("%8, %9, p, 1, 1, 0, 0;"));
+        // fp8: k32, and no transpose operands (8-bit operands are K-major only).
+        let f = wgmma_wrapper(128, DType::E4m3, false);
+        assert!(f.contains("m64n128k32.f32.e4m3.e4m3"));
+        assert!(f.contains("%64, %65, p, 1, 1;"));
+        assert!(wgmma_wrapper(64, DType::E5m2, false).contains("m64n64k32.f32.e5m2.e5m2"));
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //!   padded rows runs before every launch of a candidate, inside its timed region (cuBLAS reads
 //!   the operands as they are); the copies are also timed alone once per worker.
 
+mod lt;
 mod process;
 mod protocol;
 mod worker;
@@ -40,6 +41,9 @@ use crate::timing::{EarlyStop, RunCount, TimingPlan, Warmup, median};
 pub use crate::timing::Timing;
 pub use protocol::{CandidateMeasurement, RepackInfo, Reply, Request, WorkerInfo};
 pub use worker::{compile_worker_helpers, serve_worker};
+
+/// The per-tensor scale product fp8 candidates are checked and timed with.
+pub const FP8_ALPHA: f32 = 0.375;
 
 /// At most this many cuBLAS timings are interleaved with the candidates (plus one at the end).
 const MAX_CUBLAS_TIMINGS: usize = 16;
@@ -68,6 +72,23 @@ fn one_matrix() -> u64 {
 impl GemmProblem {
     pub fn flops(&self) -> f64 {
         2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64
+    }
+
+    /// The vendor GEMM every candidate is timed beside (the `cublas` timings).
+    pub fn baseline(&self) -> &'static str {
+        match self.input {
+            DType::E4m3 => "cublasLtMatmul, fp8 e4m3, fast accumulation, per-tensor scale as alpha",
+            DType::E5m2 => {
+                "cublasLtMatmul, fp8 e5m2 x e4m3 on the same bytes (cuBLASLt has no e5m2 x e5m2), fast accumulation, per-tensor scale as alpha"
+            }
+            _ => "cublasGemmEx, fp32 compute",
+        }
+    }
+
+    /// The scale the kernel multiplies the product by: fp8's per-tensor scales multiplied (an
+    /// exact binary fraction, so that the check also covers the scaling), 1 for 16-bit inputs.
+    pub fn alpha(&self) -> f32 {
+        if self.input.is_fp8() { FP8_ALPHA } else { 1.0 }
     }
 
     /// The kernel's size parameters.
@@ -222,11 +243,19 @@ impl TuneOutcome {
             "input_sets": self.worker.input_sets,
             "input_set_bytes": self.worker.set_bytes,
             "l2_bytes": self.worker.l2_bytes,
-            "check": format!(
-                "relative Frobenius error against cublasGemmEx (fp32 compute) < {} on fresh uniform [-1, 1) inputs, output poisoned with NaN first",
-                self.timing.tolerance
-            ),
-            "cublas": "median of the medians of cuBLAS timings taken before every candidate and at the end",
+            "check": if self.problem.input.is_fp8() {
+                format!(
+                    "relative Frobenius error < {} against cublasGemmEx (fp32 compute) on exact bf16 copies of fresh fp8 inputs (uniform [-1, 1) rounded to {}), alpha = {FP8_ALPHA}, output poisoned with NaN first",
+                    self.timing.tolerance, self.problem.input
+                )
+            } else {
+                format!(
+                    "relative Frobenius error against cublasGemmEx (fp32 compute) < {} on fresh uniform [-1, 1) inputs, output poisoned with NaN first",
+                    self.timing.tolerance
+                )
+            },
+            "baseline": self.problem.baseline(),
+            "cublas": "median of the medians of the baseline's timings taken before every candidate and at the end",
             "cublas_timings": self.cublas.len(),
             "isolation": "one worker process, restarted after a fault or a hang",
         });

@@ -54,3 +54,41 @@ extern "C" __global__ void __launch_bounds__(DIFF_THREADS)
         asm volatile("red.global.add.u64 [%0], %1;" ::"l"(bad), "l"(s_bad[0]) : "memory");
     }
 }
+
+// n random fp8 values (e5m2 when `e5m2`, else e4m3), uniform in [-1, 1) rounded to the nearest
+// representable value. (cvt packs two: the second source lands in the low byte.)
+extern "C" __global__ void fill_fp8(unsigned char* out, u64 n, u64 seed, int e5m2) {
+    GRID_STRIDE_LOOP(i, n) {
+        const float v = uniform(i, seed);
+        u16 pair;
+        if (e5m2) {
+            asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(v));
+        } else {
+            asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(v));
+        }
+        out[i] = (unsigned char)(pair & 0xFFu);
+    }
+}
+
+// The fp8 values of `in` as bf16 (`bf16`) or f16: exact, since every e4m3 and e5m2 value is a
+// bf16 and an f16 value. The reference GEMM of an fp8 problem runs on these copies.
+extern "C" __global__ void fp8_to_16(const unsigned char* in, u16* out, u64 n, int e5m2,
+                                     int bf16) {
+    GRID_STRIDE_LOOP(i, n) {
+        const u16 pair = in[i];
+        u32 halves;
+        if (e5m2) {
+            asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(halves) : "h"(pair));
+        } else {
+            asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(pair));
+        }
+        const u16 h = (u16)(halves & 0xFFFFu);
+        if (bf16) {
+            float f;
+            asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+            out[i] = f32_to_16(f, 1);
+        } else {
+            out[i] = h;
+        }
+    }
+}

@@ -13,6 +13,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
+use super::lt::LtFp8;
 use super::protocol::{CandidateMeasurement, RepackInfo, Reply, Request, WorkerInfo};
 use super::{GemmProblem, Timing, TimingOptions};
 use crate::cuda::compile_ptx;
@@ -174,10 +175,10 @@ fn no_setup() -> Reply {
     }
 }
 
-/// One input set: A and B, and their device addresses.
+/// One input set: A and B (bytes of 16-bit or fp8 elements), and their device addresses.
 struct InputSet {
-    a: CudaSlice<u16>,
-    b: CudaSlice<u16>,
+    a: CudaSlice<u8>,
+    b: CudaSlice<u8>,
     a_ptr: sys::CUdeviceptr,
     b_ptr: sys::CUdeviceptr,
 }
@@ -202,9 +203,14 @@ struct WorkerBench {
     stream: Arc<CudaStream>,
     _util: Arc<CudaModule>,
     fill: CudaFunction,
+    fill_fp8: CudaFunction,
+    fp8_to_16: CudaFunction,
     poison: CudaFunction,
     diff: CudaFunction,
     blas: CudaBlas,
+    /// fp8 problems: exact bf16 copies of one set's A and B, which the reference runs on, and
+    /// cuBLASLt's fp8 GEMM, the baseline.
+    fp8: Option<Fp8Baseline>,
     problem: GemmProblem,
     timing: TimingOptions,
     sets: Vec<InputSet>,
@@ -225,6 +231,12 @@ struct WorkerBench {
     timer: EventTimer,
     info: WorkerInfo,
     seed: u64,
+}
+
+struct Fp8Baseline {
+    a16: CudaSlice<u16>,
+    b16: CudaSlice<u16>,
+    lt: LtFp8,
 }
 
 fn is_bf16(t: DType) -> i32 {
@@ -264,13 +276,18 @@ impl WorkerBench {
                 return Err(GpuError::MissingLibrary { library, why });
             }
         }
-        for (what, t) in [("input", problem.input), ("output", problem.output)] {
-            if !matches!(t, DType::Bf16 | DType::F16) {
-                return Err(GpuError::Unsupported {
-                    what: format!("{t} {what}"),
-                    reason: "the cuda-sm90 family takes bf16 or f16".into(),
-                });
-            }
+        if let Err(v) = carver::family::Sm90Params::check_operands(
+            problem.input,
+            problem.output,
+            problem.layout_b,
+        ) {
+            return Err(GpuError::Unsupported {
+                what: format!(
+                    "{} -> {} with {}-major B",
+                    problem.input, problem.output, problem.layout_b
+                ),
+                reason: v.to_string(),
+            });
         }
         let ctx = CudaContext::new(device).map_err(driver_err("cuDevicePrimaryCtxRetain"))?;
         let (major, minor) = ctx
@@ -302,8 +319,10 @@ impl WorkerBench {
                 .map_err(driver_err("cuModuleGetFunction"))
         };
         let (fill, poison, diff) = (load("fill_16")?, load("poison_u16")?, load("diff_16")?);
+        let (fill_fp8, fp8_to_16) = (load("fill_fp8")?, load("fp8_to_16")?);
 
         let (m, n, k) = (problem.m, problem.n, problem.k);
+        let elem = u64::from(problem.input.bytes());
         let batch = problem.batch;
         if batch == 0 {
             return Err(GpuError::Unsupported {
@@ -312,9 +331,17 @@ impl WorkerBench {
             });
         }
         let set_elems = batch * (m * k + k * n);
-        let set_bytes = set_elems * 2;
+        let set_bytes = set_elems * elem;
         let c_bytes = batch * m * n * 2;
         let operands = operand_rows(problem.layout_b, m, n, k);
+        if elem == 1 && (operands.0.repacked() || operands.1.repacked()) {
+            return Err(GpuError::Unsupported {
+                what: format!("{} rows of {k} elements", problem.input),
+                reason: "fp8 rows must start 16 bytes apart (K a multiple of 16)".into(),
+            });
+        }
+        // fp8: bf16 copies of one set for the reference.
+        let reference_copies = if elem == 1 { set_elems * 2 } else { 0 };
         let padded_bytes: u64 = [operands.0, operands.1]
             .iter()
             .filter(|o| o.repacked())
@@ -323,7 +350,7 @@ impl WorkerBench {
         let wanted = ((timing.l2_multiple * l2_bytes as f64) / set_bytes as f64).ceil() as u64;
         let (free, _) = ctx.mem_get_info().map_err(driver_err("cuMemGetInfo"))?;
         let budget = (free as u64) * 7 / 10;
-        let fixed = 2 * c_bytes + padded_bytes;
+        let fixed = 2 * c_bytes + padded_bytes + reference_copies;
         if fixed + 2 * set_bytes > budget {
             return Err(GpuError::OutOfMemory {
                 what: "two input sets, the output, the reference and padded copies of A or B",
@@ -337,10 +364,14 @@ impl WorkerBench {
             // SAFETY: every buffer is filled, poisoned or zeroed before it is read.
             unsafe { stream.alloc::<u16>(len as usize) }.map_err(driver_err("cuMemAlloc"))
         };
+        let alloc_bytes = |len: u64| {
+            // SAFETY: every input buffer is filled before it is read.
+            unsafe { stream.alloc::<u8>(len as usize) }.map_err(driver_err("cuMemAlloc"))
+        };
         let mut sets = Vec::with_capacity(sets_n);
         for _ in 0..sets_n {
-            let a = alloc(batch * m * k)?;
-            let b = alloc(batch * k * n)?;
+            let a = alloc_bytes(batch * m * k * elem)?;
+            let b = alloc_bytes(batch * k * n * elem)?;
             let a_ptr = a.device_ptr(&stream).0;
             let b_ptr = b.device_ptr(&stream).0;
             sets.push(InputSet { a, b, a_ptr, b_ptr });
@@ -376,6 +407,15 @@ impl WorkerBench {
             call: "cublasCreate",
             source,
         })?;
+        let fp8 = if elem == 1 {
+            Some(Fp8Baseline {
+                a16: alloc(batch * m * k)?,
+                b16: alloc(batch * k * n)?,
+                lt: LtFp8::new(stream.clone(), &problem)?,
+            })
+        } else {
+            None
+        };
         let timer = EventTimer::new(&ctx, stream.clone())?;
         let info = WorkerInfo {
             device_name: name,
@@ -391,9 +431,12 @@ impl WorkerBench {
             stream,
             _util: util,
             fill,
+            fill_fp8,
+            fp8_to_16,
             poison,
             diff,
             blas,
+            fp8,
             problem,
             timing,
             sets,
@@ -481,12 +524,12 @@ impl WorkerBench {
             what: "correctness check",
             reason,
         };
-        self.cublas_into(0, self.ref_ptr)?;
+        self.reference_into(0, self.ref_ptr)?;
         self.poison_output()?;
         if self.compare()?.is_ok() {
             return Err(broken("a NaN-poisoned output passed".into()));
         }
-        self.cublas_into(1, self.c_ptr)?;
+        self.reference_into(1, self.c_ptr)?;
         match self.compare()? {
             Ok(e) if e > 10.0 * self.timing.tolerance => Ok(()),
             Ok(e) => Err(broken(format!(
@@ -517,20 +560,66 @@ impl WorkerBench {
 
     /// Fresh random A and B in set `i`.
     fn refill(&mut self, i: usize) -> Result<(), GpuError> {
-        let bf16 = is_bf16(self.problem.input);
+        let input = self.problem.input;
+        let elem = u64::from(input.bytes());
+        let (kernel, flag, name) = if input.is_fp8() {
+            (
+                &self.fill_fp8,
+                i32::from(input == DType::E5m2),
+                "cuLaunchKernel(fill_fp8)",
+            )
+        } else {
+            (&self.fill, is_bf16(input), "cuLaunchKernel(fill_16)")
+        };
         let cfg = self.grid_config();
         for which in 0..2 {
             self.seed += 1;
             let seed = self.seed;
-            let set = &mut self.sets[i];
-            let buf = if which == 0 { &mut set.a } else { &mut set.b };
-            let len = buf.len() as u64;
-            let mut launch = self.stream.launch_builder(&self.fill);
-            launch.arg(buf).arg(&len).arg(&seed).arg(&bf16);
-            // SAFETY: writes exactly `len` elements of `buf`.
-            unsafe { launch.launch(cfg) }.map_err(driver_err("cuLaunchKernel(fill_16)"))?;
+            let set = &self.sets[i];
+            let (ptr, bytes) = if which == 0 {
+                (set.a_ptr, set.a.len() as u64)
+            } else {
+                (set.b_ptr, set.b.len() as u64)
+            };
+            let len = bytes / elem;
+            let mut launch = self.stream.launch_builder(kernel);
+            launch.arg(&ptr).arg(&len).arg(&seed).arg(&flag);
+            // SAFETY: writes exactly `len` elements of the buffer at `ptr`.
+            unsafe { launch.launch(cfg) }.map_err(driver_err(name))?;
         }
         Ok(())
+    }
+
+    /// The reference of set `set` into `c`: cuBLAS on the operands, or for fp8 on their exact
+    /// bf16 copies, times the problem's alpha.
+    fn reference_into(&self, set: usize, c: sys::CUdeviceptr) -> Result<(), GpuError> {
+        let Some(fp8) = &self.fp8 else {
+            return self.cublas_into(set, c);
+        };
+        let s = &self.sets[set];
+        let cfg = self.grid_config();
+        let e5m2 = i32::from(self.problem.input == DType::E5m2);
+        let bf16 = 1i32;
+        let copies = [
+            (
+                s.a_ptr,
+                s.a.len() as u64,
+                fp8.a16.device_ptr(&self.stream).0,
+            ),
+            (
+                s.b_ptr,
+                s.b.len() as u64,
+                fp8.b16.device_ptr(&self.stream).0,
+            ),
+        ];
+        for (src, len, dst) in copies {
+            let mut launch = self.stream.launch_builder(&self.fp8_to_16);
+            launch.arg(&src).arg(&dst).arg(&len).arg(&e5m2).arg(&bf16);
+            // SAFETY: reads `len` fp8 elements, writes as many 16-bit ones (sized alike).
+            unsafe { launch.launch(cfg) }.map_err(driver_err("cuLaunchKernel(fp8_to_16)"))?;
+        }
+        let (a16, b16) = (copies[0].2, copies[1].2);
+        self.gemm_ex(a16, b16, DType::Bf16, c, self.problem.alpha())
     }
 
     fn poison_output(&mut self) -> Result<(), GpuError> {
@@ -545,8 +634,20 @@ impl WorkerBench {
 
     /// cuBLAS: C = A B for row-major A and C, into `c` (a device pointer of M x N elements).
     fn cublas_into(&self, set: usize, c: sys::CUdeviceptr) -> Result<(), GpuError> {
-        let p = &self.problem;
         let s = &self.sets[set];
+        self.gemm_ex(s.a_ptr, s.b_ptr, self.problem.input, c, 1.0)
+    }
+
+    /// cuBLAS on operands of type `input` at `a` and `b`: C = alpha A B, row-major A and C.
+    fn gemm_ex(
+        &self,
+        a_ptr: sys::CUdeviceptr,
+        b_ptr: sys::CUdeviceptr,
+        input: DType,
+        c: sys::CUdeviceptr,
+        alpha: f32,
+    ) -> Result<(), GpuError> {
+        let p = &self.problem;
         let dim = |v: u64| {
             i32::try_from(v).map_err(|_| GpuError::Unsupported {
                 what: format!("a size of {v}"),
@@ -559,7 +660,6 @@ impl WorkerBench {
             Layout::Row => (cublas_sys::cublasOperation_t::CUBLAS_OP_N, n),
             Layout::Col => (cublas_sys::cublasOperation_t::CUBLAS_OP_T, k),
         };
-        let alpha = 1.0f32;
         let beta = 0.0f32;
         if p.batch > 1 {
             let batch = dim(p.batch)?;
@@ -575,12 +675,12 @@ impl WorkerBench {
                     m,
                     k,
                     (&alpha as *const f32).cast(),
-                    s.b_ptr as *const _,
-                    cuda_type(p.input),
+                    b_ptr as *const _,
+                    cuda_type(input),
                     ldb,
                     stride(p.k, p.n),
-                    s.a_ptr as *const _,
-                    cuda_type(p.input),
+                    a_ptr as *const _,
+                    cuda_type(input),
                     k,
                     stride(p.m, p.k),
                     (&beta as *const f32).cast(),
@@ -609,11 +709,11 @@ impl WorkerBench {
                 m,
                 k,
                 (&alpha as *const f32).cast(),
-                s.b_ptr as *const _,
-                cuda_type(p.input),
+                b_ptr as *const _,
+                cuda_type(input),
                 ldb,
-                s.a_ptr as *const _,
-                cuda_type(p.input),
+                a_ptr as *const _,
+                cuda_type(input),
                 k,
                 (&beta as *const f32).cast(),
                 c as *mut _,
@@ -629,11 +729,20 @@ impl WorkerBench {
         })
     }
 
+    /// Times the baseline (`GemmProblem::baseline`): cuBLAS, or cuBLASLt's fp8 GEMM.
     fn time_cublas(&mut self) -> Result<Timing, GpuError> {
         let c = self.c_ptr;
         let n = self.sets.len();
+        let alpha = self.problem.alpha();
         self.timer
-            .time(&self.timing.plan(None), |i| self.cublas_into(i % n, c))
+            .time(&self.timing.plan(None), |i| match &self.fp8 {
+                Some(fp8) => {
+                    let s = &self.sets[i % n];
+                    // SAFETY: the set holds the problem's fp8 operands, `c` its output.
+                    unsafe { fp8.lt.run(s.a_ptr, s.b_ptr, c, alpha) }
+                }
+                None => self.cublas_into(i % n, c),
+            })
     }
 
     /// Relative Frobenius error of `c` against `reference`, or why the output is unusable.
@@ -746,7 +855,16 @@ impl WorkerBench {
         grid: u32,
     ) -> Result<(), GpuError> {
         // SAFETY: the caller's guarantees.
-        unsafe { kernel.launch(&self.stream, maps, out, self.problem.dims(), grid)? };
+        unsafe {
+            kernel.launch(
+                &self.stream,
+                maps,
+                out,
+                self.problem.dims(),
+                self.problem.alpha(),
+                grid,
+            )?
+        };
         if let (Some((partials, shape)), Some(reduce)) = (split, &self.reduce) {
             // SAFETY: the kernel just wrote the workspace the shape describes; C holds
             // batch x M x N elements.
@@ -811,7 +929,7 @@ impl WorkerBench {
 
         // Check on fresh inputs against cuBLAS, the output poisoned first.
         self.refill(0)?;
-        self.cublas_into(0, self.ref_ptr)?;
+        self.reference_into(0, self.ref_ptr)?;
         self.poison_output()?;
         self.repack(0)?;
         // SAFETY: the maps describe set 0's live buffers (or their copies, just filled); `c`

@@ -2,7 +2,9 @@
 //! guarded by mbarriers, one producer warpgroup, `consumers` wgmma warpgroups
 //! (m64nNk16), grouped or persistent tile order, optionally split along K (`split_k` blocks per
 //! tile write fp32 partials that a second kernel sums in a fixed order, so results are
-//! deterministic), over a batch of equally shaped matmuls.
+//! deterministic), over a batch of equally shaped matmuls. Inputs are bf16 or f16
+//! (m64nNk16), or fp8 e4m3 / e5m2 (m64nNk32) with a per-tensor scale: C = alpha * A B.
+//! wgmma reads 8-bit operands only K-major, so fp8 needs B stored N x K (`Layout::Col`).
 //!
 //! This module is the single definition of the family's space and legality: the kernel
 //! generator in `carver-gpu` instantiates exactly the [`Sm90Params`] this module accepts.
@@ -92,8 +94,16 @@ pub fn tma_leading_dim(cols: u64, elem_bytes: u32) -> u64 {
 /// generator (`carver-gpu`) reject with the same value.
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
 pub enum Sm90Violation {
-    #[error("inputs are {0}; accepted: bf16, f16")]
+    #[error("inputs are {0}; accepted: bf16, f16, e4m3, e5m2")]
     Input(DType),
+
+    #[error("A is {a} and B is {b}; accepted: the same type for both")]
+    MixedInputs { a: DType, b: DType },
+
+    #[error(
+        "{0} inputs with B stored K x N; wgmma reads 8-bit operands only K-major: store B as N x K (layout `rc`)"
+    )]
+    Fp8RowMajorB(DType),
 
     #[error("the output is {0}; accepted: bf16, f16")]
     Output(DType),
@@ -261,11 +271,24 @@ impl Sm90Params {
     /// Whether A, B (`input`) and C (`output`) have element types the kernel handles.
     pub fn check_element_types(input: DType, output: DType) -> Result<(), Sm90Violation> {
         let is_16_bit_float = |t: DType| matches!(t, DType::Bf16 | DType::F16);
-        if !is_16_bit_float(input) {
+        if !is_16_bit_float(input) && !input.is_fp8() {
             return Err(Sm90Violation::Input(input));
         }
         if !is_16_bit_float(output) {
             return Err(Sm90Violation::Output(output));
+        }
+        Ok(())
+    }
+
+    /// The element-type rules that also involve B's layout: 8-bit operands are read K-major.
+    pub fn check_operands(
+        input: DType,
+        output: DType,
+        layout_b: Layout,
+    ) -> Result<(), Sm90Violation> {
+        Self::check_element_types(input, output)?;
+        if input.is_fp8() && layout_b == Layout::Row {
+            return Err(Sm90Violation::Fp8RowMajorB(input));
         }
         Ok(())
     }
@@ -275,7 +298,7 @@ impl Sm90Params {
     /// are row-major). The one definition both the recommender and the kernel generator use;
     /// the GPU's own limits (shared memory per block) are checked apart.
     pub fn check(self, input: DType, output: DType, layout_b: Layout) -> Result<(), Sm90Violation> {
-        Self::check_element_types(input, output)?;
+        Self::check_operands(input, output, layout_b)?;
         if !CONSUMERS.contains(&self.consumers) {
             return Err(Sm90Violation::Consumers {
                 consumers: self.consumers,
@@ -381,8 +404,18 @@ impl FamilyRules for Sm90Rules {
                 arch.gpu.key, arch.gpu.compute_capability
             ));
         }
-        if let Err(violation) = Sm90Params::check_element_types(p.a, p.c) {
+        if p.a != p.b {
+            return fail(Sm90Violation::MixedInputs { a: p.a, b: p.b }.to_string());
+        }
+        if let Err(violation) = Sm90Params::check_operands(p.a, p.c, p.layout_b) {
             return fail(violation.to_string());
+        }
+        // The copy into padded rows moves 16-bit elements; 8-bit rows must already be aligned.
+        if p.a.is_fp8() && !(p.aligned_a && p.aligned_b) {
+            return fail(format!(
+                "{} rows must start 16 bytes apart: K = {} is not a multiple of 16; accepted: K a multiple of 16",
+                p.a, p.k
+            ));
         }
         if p.acc != DType::F32 {
             return fail(format!("accumulation is {}; accepted: f32", p.acc));
