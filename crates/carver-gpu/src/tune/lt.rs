@@ -5,8 +5,9 @@
 //! column-major terms carver's row-major C (M x N) is D (N x M) = op_T(B stored N x K) x A^T.
 //! Its fast-accumulation mode is on: the tensor cores accumulate without the periodic promotion
 //! to full fp32, the arithmetic carver's kernel does, so both are timed doing the same work.
-//! cuBLASLt has no e5m2 x e5m2 GEMM; such a problem's baseline reads B's bytes as e4m3 (same
-//! sizes and traffic; its values are not the problem's, so it is a time, never a reference).
+//! cuBLASLt has no e5m2 x e5m2 GEMM (and refuses e5m2 x e4m3 into f16): an e5m2 problem's
+//! baseline reads both operands' bytes as e4m3 (the same sizes and traffic; its values are not
+//! the problem's, so it is a time, never a reference).
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -42,8 +43,7 @@ unsafe impl Send for LtFp8 {}
 
 fn lt_type(t: DType) -> sys::cudaDataType {
     match t {
-        DType::E5m2 => sys::cudaDataType::CUDA_R_8F_E5M2,
-        DType::E4m3 => sys::cudaDataType::CUDA_R_8F_E4M3,
+        DType::E4m3 | DType::E5m2 => sys::cudaDataType::CUDA_R_8F_E4M3,
         DType::Bf16 => sys::cudaDataType::CUDA_R_16BF,
         _ => sys::cudaDataType::CUDA_R_16F,
     }
@@ -60,9 +60,8 @@ impl LtFp8 {
             });
         }
         let p = problem;
-        let b_read_as_e4m3 = p.input == DType::E5m2;
-        let a_type = lt_type(p.input);
-        let b_type = lt_type(if b_read_as_e4m3 { DType::E4m3 } else { p.input });
+        // The bytes of both operands, read as e4m3 (see the module docs).
+        let (a_type, b_type) = (lt_type(DType::E4m3), lt_type(DType::E4m3));
         let out = lt_type(p.output);
         let handle = lt::create_handle().map_err(lt_err("cublasLtCreate"))?;
         let mut plan = Self {
@@ -83,7 +82,7 @@ impl LtFp8 {
         )
         .map_err(lt_err("cublasLtMatmulDescCreate"))?;
         let set_desc = |attr: sys::cublasLtMatmulDescAttributes_t, value: i32| {
-            // SAFETY: each of these attributes takes a 4-byte integer.
+            // SAFETY: both transposes are int32_t (cublasOperation_t).
             unsafe {
                 lt::set_matmul_desc_attribute(
                     plan.desc,
@@ -103,7 +102,17 @@ impl LtFp8 {
             Attr::CUBLASLT_MATMUL_DESC_TRANSB,
             cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N as i32,
         )?;
-        set_desc(Attr::CUBLASLT_MATMUL_DESC_FAST_ACCUM, 1)?;
+        let fast_accumulation: i8 = 1;
+        // SAFETY: this attribute is an int8_t (the transposes above are int32_t).
+        unsafe {
+            lt::set_matmul_desc_attribute(
+                plan.desc,
+                Attr::CUBLASLT_MATMUL_DESC_FAST_ACCUM,
+                (&fast_accumulation as *const i8).cast(),
+                std::mem::size_of::<i8>(),
+            )
+        }
+        .map_err(lt_err("cublasLtMatmulDescSetAttribute"))?;
 
         // (type, rows, cols, leading dimension, elements per matrix of the batch)
         let (m, n, k) = (p.m, p.n, p.k);

@@ -79,7 +79,7 @@ impl GemmProblem {
         match self.input {
             DType::E4m3 => "cublasLtMatmul, fp8 e4m3, fast accumulation, per-tensor scale as alpha",
             DType::E5m2 => {
-                "cublasLtMatmul, fp8 e5m2 x e4m3 on the same bytes (cuBLASLt has no e5m2 x e5m2), fast accumulation, per-tensor scale as alpha"
+                "cublasLtMatmul on the same bytes read as e4m3 x e4m3 (cuBLASLt has no e5m2 x e5m2), fast accumulation, per-tensor scale as alpha"
             }
             _ => "cublasGemmEx, fp32 compute",
         }
@@ -245,7 +245,7 @@ impl TuneOutcome {
             "l2_bytes": self.worker.l2_bytes,
             "check": if self.problem.input.is_fp8() {
                 format!(
-                    "relative Frobenius error < {} against cublasGemmEx (fp32 compute) on exact bf16 copies of fresh fp8 inputs (uniform [-1, 1) rounded to {}), alpha = {FP8_ALPHA}, output poisoned with NaN first",
+                    "relative Frobenius error < {} against cublasGemmEx (fp32 compute) on exact 16-bit copies (the output's type) of fresh fp8 inputs (uniform [-1, 1) rounded to {}), alpha = {FP8_ALPHA}, output poisoned with NaN first",
                     self.timing.tolerance, self.problem.input
                 )
             } else {

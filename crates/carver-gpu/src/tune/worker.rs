@@ -208,7 +208,7 @@ struct WorkerBench {
     poison: CudaFunction,
     diff: CudaFunction,
     blas: CudaBlas,
-    /// fp8 problems: exact bf16 copies of one set's A and B, which the reference runs on, and
+    /// fp8 problems: exact 16-bit copies of one set's A and B, which the reference runs on, and
     /// cuBLASLt's fp8 GEMM, the baseline.
     fp8: Option<Fp8Baseline>,
     problem: GemmProblem,
@@ -591,7 +591,8 @@ impl WorkerBench {
     }
 
     /// The reference of set `set` into `c`: cuBLAS on the operands, or for fp8 on their exact
-    /// bf16 copies, times the problem's alpha.
+    /// copies in the output's 16-bit type (cuBLAS takes no bf16 inputs into an f16 output),
+    /// times the problem's alpha.
     fn reference_into(&self, set: usize, c: sys::CUdeviceptr) -> Result<(), GpuError> {
         let Some(fp8) = &self.fp8 else {
             return self.cublas_into(set, c);
@@ -599,7 +600,8 @@ impl WorkerBench {
         let s = &self.sets[set];
         let cfg = self.grid_config();
         let e5m2 = i32::from(self.problem.input == DType::E5m2);
-        let bf16 = 1i32;
+        let copy_type = self.problem.output;
+        let bf16 = is_bf16(copy_type);
         let copies = [
             (
                 s.a_ptr,
@@ -619,7 +621,7 @@ impl WorkerBench {
             unsafe { launch.launch(cfg) }.map_err(driver_err("cuLaunchKernel(fp8_to_16)"))?;
         }
         let (a16, b16) = (copies[0].2, copies[1].2);
-        self.gemm_ex(a16, b16, DType::Bf16, c, self.problem.alpha())
+        self.gemm_ex(a16, b16, copy_type, c, self.problem.alpha())
     }
 
     fn poison_output(&mut self) -> Result<(), GpuError> {
