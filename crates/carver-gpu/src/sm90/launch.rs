@@ -205,6 +205,24 @@ pub struct LoadedKernel {
     pub max_active_clusters: Option<u32>,
 }
 
+/// One of the family's helper kernels (the repack copy, the split-K reduction), compiled from
+/// its source with NVRTC and loaded: the module it lives in is kept with it.
+pub(crate) struct HelperKernel {
+    _module: Arc<CudaModule>,
+    pub(crate) function: CudaFunction,
+}
+
+impl HelperKernel {
+    pub(crate) fn load(ctx: &Arc<CudaContext>, source: &str, name: &str) -> Result<Self, GpuError> {
+        let (cubin, _log) = super::compile::compile_source(source, name)?;
+        let (module, function) = load_function(ctx, cubin, name)?;
+        Ok(Self {
+            _module: module,
+            function,
+        })
+    }
+}
+
 /// Loads a cubin into the context and finds its kernel `name`; the module must outlive the
 /// function.
 pub(crate) fn load_function(

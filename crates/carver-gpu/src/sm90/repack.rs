@@ -10,12 +10,9 @@ use std::sync::Arc;
 use carver::Layout;
 use carver::family::tma_leading_dim;
 use cudarc::driver::sys::CUdeviceptr;
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaContext, CudaStream, LaunchConfig, PushKernelArg};
 
-use super::compile::compile_source;
-use super::launch::load_function;
+use super::launch::HelperKernel;
 use crate::driver::driver_err;
 use crate::error::GpuError;
 
@@ -74,20 +71,12 @@ pub fn operand_rows(layout_b: Layout, m: u64, n: u64, k: u64) -> (OperandRows, O
 }
 
 /// The copy kernel, loaded on a device.
-pub struct RepackKernel {
-    _module: Arc<CudaModule>,
-    function: CudaFunction,
-}
+pub struct RepackKernel(HelperKernel);
 
 impl RepackKernel {
-    /// Compiles the copy kernel with NVRTC (sm_90a) and loads it.
+    /// Compiles the kernel with NVRTC (sm_90a) and loads it.
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Self, GpuError> {
-        let (cubin, _log) = compile_source(REPACK_SOURCE, REPACK_NAME)?;
-        let (module, function) = load_function(ctx, cubin, REPACK_NAME)?;
-        Ok(Self {
-            _module: module,
-            function,
-        })
+        HelperKernel::load(ctx, REPACK_SOURCE, REPACK_NAME).map(Self)
     }
 
     /// Blocks of (chunks of a row) x (rows): a warp covers 32 chunks (512 bytes) of one row,
@@ -137,7 +126,7 @@ impl RepackKernel {
             });
         }
         let cfg = Self::config(rows);
-        let mut launch = stream.launch_builder(&self.function);
+        let mut launch = stream.launch_builder(&self.0.function);
         launch
             .arg(&src)
             .arg(&dst)

@@ -7,12 +7,9 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdeviceptr;
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaContext, CudaStream, LaunchConfig, PushKernelArg};
 
-use super::compile::compile_source;
-use super::launch::load_function;
+use super::launch::HelperKernel;
 use crate::driver::driver_err;
 use crate::error::GpuError;
 
@@ -72,20 +69,12 @@ impl SplitKShape {
 }
 
 /// The reduction kernel, loaded on a device.
-pub struct SplitKReduce {
-    _module: Arc<CudaModule>,
-    function: CudaFunction,
-}
+pub struct SplitKReduce(HelperKernel);
 
 impl SplitKReduce {
     /// Compiles the kernel with NVRTC (sm_90a) and loads it.
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Self, GpuError> {
-        let (cubin, _log) = compile_source(SPLITK_SOURCE, SPLITK_NAME)?;
-        let (module, function) = load_function(ctx, cubin, SPLITK_NAME)?;
-        Ok(Self {
-            _module: module,
-            function,
-        })
+        HelperKernel::load(ctx, SPLITK_SOURCE, SPLITK_NAME).map(Self)
     }
 
     /// Sums the workspace at `partials` into `c` on `stream` (asynchronous).
@@ -101,7 +90,7 @@ impl SplitKReduce {
         shape: &SplitKShape,
     ) -> Result<(), GpuError> {
         let [m, n, ldw, splits, batch, out_bf16] = shape.int_args()?;
-        let mut launch = stream.launch_builder(&self.function);
+        let mut launch = stream.launch_builder(&self.0.function);
         launch
             .arg(&partials)
             .arg(&c)
