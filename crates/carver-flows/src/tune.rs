@@ -169,8 +169,7 @@ mod live {
     };
     use carver_schema::{
         BenchReport, DeviceKey, EmitDevice, EmitReport, MeasuredCandidate, RepackReport,
-        SCHEMA_VERSION, ShapeSpec, TuneCandidate, TuneKey, TuneProblem, TuneRecord, TuneReport,
-        TuneShapeResult,
+        SCHEMA_VERSION, ShapeSpec, TuneCandidate, TuneKey, TuneRecord, TuneReport, TuneShapeResult,
     };
     use carver_tunedb::{Bucket, KeyBuckets, LookupOptions, StoreOutcome, TuneDb, WritePolicy};
 
@@ -275,18 +274,8 @@ mod live {
             target: FAMILY.to_string(),
             // The copy kernel's source counts only for problems it runs on.
             kernel_hash: family_hash(a.repacked() || b.repacked()),
-            problem: TuneProblem {
-                m: p.m,
-                n: p.n,
-                k: p.k,
-                batch: p.batch,
-                dtype_a: p.a.as_str().into(),
-                dtype_b: p.b.as_str().into(),
-                dtype_c: p.c.as_str().into(),
-                dtype_acc: p.acc.as_str().into(),
-                layout_a: p.layout_a.as_str().into(),
-                layout_b: p.layout_b.as_str().into(),
-            },
+            // (The family checked that A is row-major and B of A's type.)
+            problem: gemm_problem(p).stored(),
         }
     }
 

@@ -21,7 +21,7 @@ use carver::family::ConfigError;
 use carver::{DType, Layout};
 use carver_schema::{
     EmitBuffer, EmitBuild, EmitDevice, EmitLaunch, EmitParam, EmitParamKind, EmittedKernel,
-    EnumArg, SCHEMA_VERSION, TensorMapEncoding, TuneProblem,
+    EnumArg, SCHEMA_VERSION, TensorMapEncoding,
 };
 use thiserror::Error;
 
@@ -507,18 +507,7 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
         carver_version: env!("CARGO_PKG_VERSION").into(),
         target: "cuda-sm90".into(),
         device: inputs.device.clone(),
-        problem: TuneProblem {
-            m: d.m,
-            n: d.n,
-            k: d.k,
-            batch: d.batch,
-            dtype_a: spec.input.as_str().into(),
-            dtype_b: spec.input.as_str().into(),
-            dtype_c: spec.output.as_str().into(),
-            dtype_acc: DType::F32.as_str().into(),
-            layout_a: Layout::Row.as_str().into(),
-            layout_b: spec.layout_b.as_str().into(),
-        },
+        problem: spec.stored_problem(d),
         // Plain integers and a bool: serializing them cannot fail.
         config: serde_json::to_value(p).unwrap_or(serde_json::Value::Null),
         label: spec.label(),

@@ -43,6 +43,29 @@ pub const KERNEL_NAME: &str = "carver_sm90_gemm";
 /// Bumped when the generated header changes meaning without the source changing.
 const GENERATOR_VERSION: u32 = 2;
 
+/// A problem of the family as the tuning database and `launch.json` store it: `input` A and B,
+/// an `output` C, B stored `layout_b`; A is row-major and the accumulation fp32, the family's
+/// only forms.
+pub fn stored_problem(
+    input: DType,
+    output: DType,
+    layout_b: Layout,
+    dims: &GemmDims,
+) -> carver_schema::TuneProblem {
+    carver_schema::TuneProblem {
+        m: dims.m,
+        n: dims.n,
+        k: dims.k,
+        batch: dims.batch,
+        dtype_a: input.as_str().into(),
+        dtype_b: input.as_str().into(),
+        dtype_c: output.as_str().into(),
+        dtype_acc: DType::F32.as_str().into(),
+        layout_a: Layout::Row.as_str().into(),
+        layout_b: layout_b.as_str().into(),
+    }
+}
+
 /// One instantiation of the family: a configuration and the problem's element types and B
 /// layout (A is row-major, C row-major).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -57,6 +80,11 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
+    /// `dims` of this kernel's types as the tuning database and `launch.json` store a problem.
+    pub fn stored_problem(&self, dims: &GemmDims) -> carver_schema::TuneProblem {
+        stored_problem(self.input, self.output, self.layout_b, dims)
+    }
+
     /// Why this kernel cannot be instantiated with these parameters, if it cannot: the family's
     /// rules as the recommender applies them.
     pub fn check(&self) -> Result<(), ConfigError> {

@@ -74,6 +74,11 @@ impl GemmProblem {
         2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64
     }
 
+    /// The problem as the tuning database stores it.
+    pub fn stored(&self) -> carver_schema::TuneProblem {
+        crate::sm90::stored_problem(self.input, self.output, self.layout_b, &self.dims())
+    }
+
     /// The vendor GEMM every candidate is timed beside (the `cublas` timings).
     pub fn baseline(&self) -> &'static str {
         match self.input {

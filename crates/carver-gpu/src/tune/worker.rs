@@ -334,13 +334,14 @@ impl WorkerBench {
         let set_bytes = set_elems * elem;
         let c_bytes = batch * m * n * 2;
         let operands = operand_rows(problem.layout_b, m, n, k);
-        if elem == 1 && (operands.0.repacked() || operands.1.repacked()) {
+        let rows_aligned = !(operands.0.repacked() || operands.1.repacked());
+        if let Err(v) = carver::family::Sm90Params::check_rows(problem.input, k, rows_aligned) {
             return Err(GpuError::Unsupported {
                 what: format!("{} rows of {k} elements", problem.input),
-                reason: "fp8 rows must start 16 bytes apart (K a multiple of 16)".into(),
+                reason: v.to_string(),
             });
         }
-        // fp8: bf16 copies of one set for the reference.
+        // fp8: 16-bit copies of one set for the reference.
         let reference_copies = if elem == 1 { set_elems * 2 } else { 0 };
         let padded_bytes: u64 = [operands.0, operands.1]
             .iter()

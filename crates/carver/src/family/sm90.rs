@@ -105,6 +105,11 @@ pub enum Sm90Violation {
     )]
     Fp8RowMajorB(DType),
 
+    #[error(
+        "{input} rows must start 16 bytes apart: K = {k} is not a multiple of 16; accepted: K a multiple of 16"
+    )]
+    Fp8UnalignedRows { input: DType, k: u64 },
+
     #[error("the output is {0}; accepted: bf16, f16")]
     Output(DType),
 
@@ -367,6 +372,16 @@ impl Sm90Params {
         Ok(())
     }
 
+    /// Whether the operands' rows can be read: rows that are not 16 bytes apart are copied into
+    /// padded rows first, a copy of 16-bit elements only, so 8-bit rows must be aligned
+    /// (`rows_aligned`: A's and B's rows both start 16 bytes apart; K is their length).
+    pub fn check_rows(input: DType, k: u64, rows_aligned: bool) -> Result<(), Sm90Violation> {
+        if input.is_fp8() && !rows_aligned {
+            return Err(Sm90Violation::Fp8UnalignedRows { input, k });
+        }
+        Ok(())
+    }
+
     /// Bytes of the fp32 workspace split-K needs for `batch` M x N products: one slice of M
     /// rows per split, each row padded to whole tiles. None without a split.
     pub fn workspace_bytes(self, m: u64, n: u64, batch: u64) -> u64 {
@@ -410,12 +425,8 @@ impl FamilyRules for Sm90Rules {
         if let Err(violation) = Sm90Params::check_operands(p.a, p.c, p.layout_b) {
             return fail(violation.to_string());
         }
-        // The copy into padded rows moves 16-bit elements; 8-bit rows must already be aligned.
-        if p.a.is_fp8() && !(p.aligned_a && p.aligned_b) {
-            return fail(format!(
-                "{} rows must start 16 bytes apart: K = {} is not a multiple of 16; accepted: K a multiple of 16",
-                p.a, p.k
-            ));
+        if let Err(violation) = Sm90Params::check_rows(p.a, p.k, p.aligned_a && p.aligned_b) {
+            return fail(violation.to_string());
         }
         if p.acc != DType::F32 {
             return fail(format!("accumulation is {}; accepted: f32", p.acc));
