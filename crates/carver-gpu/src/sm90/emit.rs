@@ -317,11 +317,24 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
     }
     let c_bytes = buffers[2].bytes;
 
+    // Every parameter is a name, a kind, its size and alignment and a note; each kind adds its
+    // own fields to this.
+    let param =
+        |name: &str, kind: EmitParamKind, size_bytes: u32, align_bytes: u32, note: String| {
+            EmitParam {
+                name: name.into(),
+                kind,
+                size_bytes,
+                align_bytes,
+                tensor_map: None,
+                buffer: None,
+                bytes: None,
+                value: None,
+                float_value: None,
+                note,
+            }
+        };
     let map = |name: &str, geometry: &TmaGeometry, operand: &str, note: String| EmitParam {
-        name: name.into(),
-        kind: EmitParamKind::TensorMap,
-        size_bytes: TENSOR_MAP_BYTES,
-        align_bytes: TENSOR_MAP_ALIGN,
         tensor_map: Some(TensorMapEncoding {
             global_address: operand.into(),
             note,
@@ -336,47 +349,26 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
             l2_promotion: enum_arg(TMA_L2_PROMOTION, TMA_L2_PROMOTION as u32),
             oob_fill: enum_arg(TMA_OOB_FILL, TMA_OOB_FILL as u32),
         }),
-        buffer: None,
-        bytes: None,
-        value: None,
-        float_value: None,
-        note: format!("tensor map of {operand}, by value"),
+        ..param(
+            name,
+            EmitParamKind::TensorMap,
+            TENSOR_MAP_BYTES,
+            TENSOR_MAP_ALIGN,
+            format!("tensor map of {operand}, by value"),
+        )
     };
     let pointer = |name: &str, buffer: Option<&str>, bytes: u64, note: &str| EmitParam {
-        name: name.into(),
-        kind: EmitParamKind::DevicePointer,
-        size_bytes: 8,
-        align_bytes: 8,
-        tensor_map: None,
         buffer: buffer.map(Into::into),
         bytes: Some(bytes),
-        value: None,
-        float_value: None,
-        note: note.into(),
+        ..param(name, EmitParamKind::DevicePointer, 8, 8, note.into())
     };
     let int = |name: &str, value: i32, note: &str| EmitParam {
-        name: name.into(),
-        kind: EmitParamKind::I32,
-        size_bytes: 4,
-        align_bytes: 4,
-        tensor_map: None,
-        buffer: None,
-        bytes: None,
         value: Some(i64::from(value)),
-        float_value: None,
-        note: note.into(),
+        ..param(name, EmitParamKind::I32, 4, 4, note.into())
     };
     let float = |name: &str, value: f32, note: &str| EmitParam {
-        name: name.into(),
-        kind: EmitParamKind::F32,
-        size_bytes: 4,
-        align_bytes: 4,
-        tensor_map: None,
-        buffer: None,
-        bytes: None,
-        value: None,
         float_value: Some(f64::from(value)),
-        note: note.into(),
+        ..param(name, EmitParamKind::F32, 4, 4, note.into())
     };
     let b_note = match spec.layout_b {
         Layout::Row => format!(
