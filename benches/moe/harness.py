@@ -278,6 +278,8 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
             final.setdefault(mk.config_key(picks["vllm"]), picks["vllm"])
         if picks.get("tuned") is not None:
             final.setdefault(mk.config_key(picks["tuned"]), picks["tuned"])
+        if picks.get("previous") is not None:
+            final.setdefault(mk.config_key(picks["previous"]), picks["previous"])
         # ---- correctness ------------------------------------------------------------------------
         ref = run.reference()
         errs = {}
@@ -320,6 +322,7 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
             "default": ratio(mk.config_key(picks["default"])),
             "vllm": ratio(mk.config_key(picks["vllm"])) if picks["vllm"] is not None else None,
             "tuned": ratio(mk.config_key(picks["tuned"])) if picks.get("tuned") is not None else None,
+            "previous": ratio(mk.config_key(picks["previous"])) if picks.get("previous") is not None else None,
         }
         flops = 2.0 * m * topk * (2 * N * K + N * K)
         brec = {"m": m, "sweep_us": sweep_t, "sweep_timed": len(sweep_t), "sweep_truncated_at": truncated,
@@ -327,7 +330,9 @@ def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budge
                 "final_rounds": fin, "best_key": best_key, "best_us": best_us,
                 "best_tflops": flops / (best_us * 1e-6) / 1e12 if best_us else None,
                 "picks": {"carver": ck, "default": mk.config_key(picks["default"]),
-                          "vllm": mk.config_key(picks["vllm"]) if picks["vllm"] is not None else None},
+                          "vllm": mk.config_key(picks["vllm"]) if picks["vllm"] is not None else None,
+                          "previous": mk.config_key(picks["previous"]) if picks.get("previous") is not None
+                          else None},
                 "scores": scores, "seconds": time.perf_counter() - t_m}
         rec["batches"].append(brec)
         left = len(batches) - mi - 1
@@ -384,6 +389,8 @@ def run_tune(prob, out_dir, arch, batches, timeout, dtype="bf16", block_shape=No
 
 def print_table(doc):
     cols = ("carver_top1", "carver_best8", "default", "vllm")
+    if any(b["scores"].get("previous") is not None for e in doc["entries"] for b in e["batches"]):
+        cols += ("previous",)
     print()
     print("Ratios: exhaustive-best time / pick time, over batch sizes (1.000 = the best of the re-timed set;"
           " 0 = wrong or failed; - = no such pick).")
@@ -394,7 +401,7 @@ def print_table(doc):
     for ent in doc["entries"]:
         row = f"{ent['label']:24s} {len(ent['batches']):3d} "
         for c in cols:
-            v = [b["scores"][c] for b in ent["batches"] if b["scores"][c] is not None]
+            v = [b["scores"].get(c) for b in ent["batches"] if b["scores"].get(c) is not None]
             allv[c] += v
             row += f"{fmt(geomean(v), 16)} {fmt(min(v) if v else None)} "
         print(row)
@@ -443,6 +450,9 @@ def parse_args(argv=None):
     ap.add_argument("--tune-timeout", type=float, default=300.0)
     ap.add_argument("--vllm-configs", default=os.path.join(HERE, "vllm-configs"))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--previous", help="JSON {label: {M: config key}} of another model's first picks (the "
+                    "previous commit's, from benches/moe/top1_picks.py), re-timed with the other picks and "
+                    "scored as 'previous'")
     args = ap.parse_args(argv)
     if args.sweep_reps < 1 or args.final_rounds < 1 or args.final_reps < 1 or args.top < 1:
         ap.error("--sweep-reps, --final-rounds, --final-reps and --top must be >= 1")
@@ -547,6 +557,12 @@ def main(argv=None):
 
     # ---- refinement (moe_tune, a cold Triton cache of its own) before the measurements, so its
     # winners are re-timed with the other picks ------------------------------------------------------
+    previous = {}
+    if args.previous:
+        with open(args.previous) as f:
+            previous = {label: {int(m): parse_config_key(k) for m, k in by_m.items()}
+                        for label, by_m in json.load(f).items()}
+        doc["previous_picks"] = args.previous
     tuned, tuned_label = {}, None
     if args.tune_model != "none":
         tp_match = [p for p in problems if p["label"] == args.tune_model]
@@ -565,7 +581,8 @@ def main(argv=None):
             return {"carver": pk["carver"]["batches"].get(m, []),
                     "default": mk.default_config(m, p["experts"], args.dtype, args.block_shape),
                     "vllm": nearest(pk["vllm"], m) if pk["vllm"] else None,
-                    "tuned": tuned.get(m) if p["label"] == tuned_label else None}
+                    "tuned": tuned.get(m) if p["label"] == tuned_label else None,
+                    "previous": previous.get(p["label"], {}).get(m)}
         return f
 
     # ---- compile -------------------------------------------------------------------------------
@@ -574,7 +591,7 @@ def main(argv=None):
         f = picks_for(p)
         for m in batches:
             pk = f(m)
-            allc += pk["carver"] + [c for c in (pk["default"], pk["vllm"], pk["tuned"]) if c]
+            allc += pk["carver"] + [c for c in (pk["default"], pk["vllm"], pk["tuned"], pk["previous"]) if c]
     allc = [{k: c[k] for k in mk.CONFIG_KEYS} for c in allc]
     t_c = time.perf_counter()
     n_uniq = len({mk.config_key(c) for c in allc})
