@@ -3,7 +3,8 @@
 use carver::TopK;
 use carver::moe::{
     BATCH_SIZES, Engine, MoeDtype, MoeTemplate, Routing, are_twins, check_moe_config,
-    config_file_name, legal_space, recommend_moe, recommend_moe_file, whole_space, would_spill,
+    config_file_name, exceeds_registers, legal_space, recommend_moe, recommend_moe_file,
+    whole_space,
 };
 use carver_arch::HardwareDb;
 use proptest::prelude::*;
@@ -100,7 +101,7 @@ fn spilling_configs_stay_in_the_space_but_are_never_recommended() {
     // A 256 x 256 fp32 accumulator over 4 warps is 512 registers a thread: Triton spills it.
     let spills: Vec<_> = legal_space(&p, h100)
         .into_iter()
-        .filter(|c| would_spill(c, &p, h100))
+        .filter(|c| exceeds_registers(c, &p, h100))
         .collect();
     assert!(
         spills
@@ -117,7 +118,7 @@ fn spilling_configs_stay_in_the_space_but_are_never_recommended() {
         assert_eq!(b.hints.len(), 64);
         for h in &b.hints {
             assert!(
-                !would_spill(&h.config, &p, h100),
+                !exceeds_registers(&h.config, &p, h100),
                 "M {}: {:?}",
                 b.m,
                 h.config
@@ -127,10 +128,12 @@ fn spilling_configs_stay_in_the_space_but_are_never_recommended() {
 }
 
 #[test]
-fn block_scaled_fp8_counts_the_second_accumulator() {
-    // Measured on an H100 (benches/moe/runs/h100-2026-11-25-fp8-qwen3-30b): 128 x 128 with 4
-    // warps compiled with 255 registers and 96 spilled in fp8 block mode; 128 x 128 with 8 warps
-    // and 64 x 128 with 4 warps did not spill; in bf16 none of them spills.
+fn block_scaled_fp8_counts_the_product_and_the_scales() {
+    // Compiled by Triton 3.6 for sm_90 in fp8 block mode (and measured on the H100,
+    // benches/moe/runs/h100-2026-11-25-fp8-qwen3-30b): 128 x 128 with 4 warps spills (255
+    // registers, 96 spilled); 128 x 128 with 8 warps does not spill but reaches 255 registers,
+    // its 34 scale loads a thread partly issued after the product's wait; 64 x 128 with 4 warps
+    // needs 231 and 64 x 128 with 8 warps 163. In bf16 none of them comes near the limit.
     let db = db();
     let h100 = db.get("h100").unwrap();
     let t = MoeTemplate::new(128, 8, 2048, 768);
@@ -148,45 +151,14 @@ fn block_scaled_fp8_counts_the_second_accumulator() {
         num_warps,
         num_stages: 3,
     };
-    assert!(would_spill(&config(128, 128, 4), &fp8, h100));
-    assert!(!would_spill(&config(128, 128, 4), &bf16, h100));
-    assert!(!would_spill(&config(128, 128, 8), &fp8, h100));
-    assert!(!would_spill(&config(64, 128, 4), &fp8, h100));
-}
-
-/// With block scales each K step's product is scaled before it is accumulated, after the
-/// step's tensor-core work: the two warpgroups of one 8-warp block do it in step, while two
-/// 4-warp blocks overlap one's scaling with the other's math. Measured on the H200
-/// (benches/moe/runs/h200-2026-11-25-v3-fp8*): at M >= 1024, 128 x 128 with 8 warps ran at
-/// 0.70-0.85 of 64 x 128 with 4 warps; per-tensor scales have no such step.
-#[test]
-fn block_scales_cost_one_block_of_two_warpgroups_more_than_two_blocks() {
-    let db = db();
-    let h200 = db.get("h200").unwrap();
-    let t = MoeTemplate::new(128, 8, 4096, 1536).with_dtype(MoeDtype::Fp8W8a8);
-    let time = |t: &MoeTemplate, block_m, num_warps| {
-        let hints = recommend_moe(t, h200, 2048, TopK::new(TopK::MAX).unwrap()).unwrap();
-        hints
-            .iter()
-            .filter(|h| {
-                let c = &h.config;
-                (c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages)
-                    == (block_m, 128, 128, num_warps, 4)
-            })
-            .map(|h| h.time_us)
-            .fold(f64::INFINITY, f64::min)
-    };
-    let block = t.clone().with_block_shape(Some([128, 128]));
-    let ratio = |t: &MoeTemplate| time(t, 128, 8) / time(t, 64, 4);
-    assert!(ratio(&block).is_finite() && ratio(&t).is_finite());
-    assert!(
-        ratio(&block) > ratio(&t) * 1.05,
-        "block scales: {} per-tensor: {}",
-        ratio(&block),
-        ratio(&t)
-    );
-    // Scaling only adds work.
-    assert!(time(&block, 64, 4) >= time(&t, 64, 4));
+    assert!(exceeds_registers(&config(128, 128, 4), &fp8, h100));
+    assert!(exceeds_registers(&config(128, 128, 8), &fp8, h100));
+    assert!(!exceeds_registers(&config(64, 128, 4), &fp8, h100));
+    assert!(!exceeds_registers(&config(64, 128, 8), &fp8, h100));
+    assert!(!exceeds_registers(&config(32, 256, 8), &fp8, h100));
+    for (m, n, w) in [(128, 128, 4), (128, 128, 8), (64, 128, 4)] {
+        assert!(!exceeds_registers(&config(m, n, w), &bf16, h100));
+    }
 }
 
 #[test]

@@ -210,3 +210,61 @@ pub(crate) fn predict_gemm(
         detail,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::moe::{MoeDtype, MoeTemplate};
+    use carver_arch::HardwareDb;
+
+    /// Predicted time of `c` for the whole layer at `m` tokens, seconds.
+    fn layer_time(p: &MoeProblem, arch: &Arch, m: u64, c: MoeConfig) -> f64 {
+        let occupancy = p.routing.occupancy(m, &[c.block_m])[0];
+        Gemm::BOTH
+            .iter()
+            .map(|&gemm| {
+                let g = variants(p, gemm, m, c.block_m, occupancy);
+                let pricers = pricers_for(&g, arch).unwrap();
+                time_of(&c, &g, &pricers, p, arch).unwrap()
+            })
+            .sum()
+    }
+
+    /// With block scales each K step's product is scaled before it is accumulated, after the
+    /// step's tensor-core work: the two warpgroups of one 8-warp block do it in step, while two
+    /// 4-warp blocks overlap one's scaling with the other's math. Measured on the H200
+    /// (benches/moe/runs/h200-2026-11-25-v3-fp8*): at M >= 1024, 128 x 128 with 8 warps ran at
+    /// 0.70-0.85 of 64 x 128 with 4 warps; per-tensor scales have no such step. (The recommender
+    /// no longer ranks 128 x 128 with 8 warps in block mode: it needs more registers than a
+    /// thread has. The term still prices it.)
+    #[test]
+    fn block_scales_cost_one_block_of_two_warpgroups_more_than_two_blocks() {
+        let db = HardwareDb::embedded().unwrap();
+        let h200 = db.get("h200").unwrap();
+        let t = MoeTemplate::new(128, 8, 4096, 1536).with_dtype(MoeDtype::Fp8W8a8);
+        let per_tensor = t.validate(h200).unwrap();
+        let block = t.with_block_shape(Some([128, 128])).validate(h200).unwrap();
+        let config = |block_m, num_warps| MoeConfig {
+            block_m,
+            block_n: 128,
+            block_k: 128,
+            group_m: 1,
+            num_warps,
+            num_stages: 4,
+        };
+        let ratio = |p: &MoeProblem| {
+            layer_time(p, h200, 2048, config(128, 8)) / layer_time(p, h200, 2048, config(64, 4))
+        };
+        assert!(
+            ratio(&block) > ratio(&per_tensor) * 1.05,
+            "block scales: {} per-tensor: {}",
+            ratio(&block),
+            ratio(&per_tensor)
+        );
+        // Scaling only adds work.
+        assert!(
+            layer_time(&block, h200, 2048, config(64, 4))
+                >= layer_time(&per_tensor, h200, 2048, config(64, 4))
+        );
+    }
+}

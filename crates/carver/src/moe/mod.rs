@@ -23,7 +23,7 @@ use carver_arch::Arch;
 
 pub use cost::{Gemm, GemmPrediction};
 pub use file_name::{Engine, config_file_name, device_name};
-pub use space::{MoeConfig, check_moe_config, legal_space, whole_space, would_spill};
+pub use space::{MoeConfig, check_moe_config, exceeds_registers, legal_space, whole_space};
 pub use template::{MoeDtype, MoeProblem, MoeTemplate, Routing};
 
 use crate::cost::Pricer;
@@ -184,7 +184,7 @@ fn defer_twins(sorted: Vec<(f64, MoeConfig)>) -> Vec<(f64, MoeConfig)> {
 fn rankable_space(p: &MoeProblem, arch: &Arch) -> Vec<MoeConfig> {
     legal_space(p, arch)
         .into_iter()
-        .filter(|c| !would_spill(c, p, arch))
+        .filter(|c| !exceeds_registers(c, p, arch))
         .collect()
 }
 

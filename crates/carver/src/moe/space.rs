@@ -163,23 +163,22 @@ pub(crate) fn resources_of(
     }
 }
 
-/// Whether Triton would spill registers for `c` (its register estimate for the gate/up GEMM's
-/// tile above the GPU's per-thread limit). vLLM's tuner space keeps such configs and Triton
-/// compiles them, spilling the accumulator to local memory; the dense Triton family rejects the
-/// same tiles (`family::check_fits`), so the recommender never picks one.
-pub fn would_spill(c: &MoeConfig, p: &MoeProblem, arch: &Arch) -> bool {
+/// Whether `c` needs more registers a thread than the GPU has (Triton's need for the gate/up
+/// GEMM's tile, [`registers_per_thread`]). vLLM's tuner space keeps such configs and Triton
+/// compiles them: it spills to local memory, or, when the need is just over the limit, keeps the
+/// block-scaled loop's scale loads out of registers until the step's tensor-core product is done,
+/// so their latency is exposed every K step. The dense Triton family rejects the same tiles
+/// (`family::check_fits`), and the recommender never picks one.
+pub fn exceeds_registers(c: &MoeConfig, p: &MoeProblem, arch: &Arch) -> bool {
     tile_of(c, &p.gate_up, p, arch).is_none_or(|tile| {
         registers_per_thread(&tile, &p.gate_up, p) > arch.registers.per_thread_max
     })
 }
 
-/// Triton's register estimate for one thread of `tile`: the dense family's, plus, with block
-/// scales, a second fp32 accumulator. The block-scaled kernel scales each `BLOCK_SIZE_K` step's
-/// product before adding it (`acc += dot(a, b) * a_scale * b_scale`), so the step's product
-/// lives in registers beside the accumulator. On an H100, every 128x128 tile with 4 warps and
-/// every 128x256 or 256x128 tile compiled with 70-438 registers spilled in fp8 block mode
-/// (`benches/moe/runs/h100-2026-11-25-fp8-qwen3-30b`, the `binaries` record) while none of
-/// the bf16 picks spilled.
+/// Triton's register need for one thread of `tile`: the dense family's estimate, plus, with
+/// block scales, the step's product and the scales that multiply it. The block-scaled kernel
+/// scales each `BLOCK_SIZE_K` step's product before adding it (`acc += dot(a, b) * a_scale *
+/// b_scale`), so the product lives in registers beside the accumulator.
 fn registers_per_thread(tile: &TileConfig, gemm: &Problem, p: &MoeProblem) -> u32 {
     let dense = TritonRules.resources(tile, gemm).registers_per_thread;
     if p.block_shape.is_none() {
@@ -187,7 +186,34 @@ fn registers_per_thread(tile: &TileConfig, gemm: &Problem, p: &MoeProblem) -> u3
     }
     let product =
         u64::from(tile.block_m) * u64::from(tile.block_n) / u64::from(tile.threads().max(1));
-    dense.saturating_add(u32::try_from(product).unwrap_or(u32::MAX))
+    dense
+        .saturating_add(u32::try_from(product).unwrap_or(u32::MAX))
+        .saturating_add(block_scale_registers(tile))
+}
+
+/// Registers a thread holds for the block scales it loads every K step: the value and its
+/// 64-bit pointer (three registers) per scale. The scale loads are plain loads in the loop
+/// (Triton does not pipeline them): A's, one per accumulator row the thread owns; B's, when the
+/// tile has at least as many columns as the block has threads, one per thread, shared through
+/// shared memory, and otherwise in the accumulator's layout, each thread loading the scale of
+/// every column it owns. That is Triton 3.6's layout choice, read off its TTGIR and SASS for sm_90
+/// on every tile of vLLM's space with `BLOCK_SIZE_N` 128 or 256 (the ones [128, 128] block scales
+/// allow): the count matches the scale loads of the compiled main loop on every such tile that
+/// fits the register file but 32 x 128 with 8 warps (10 counted, 8 compiled). 128 x 128 with 8
+/// warps loads 34 scales a thread, compiles to 255 registers and issues 16 of the loads after
+/// the product's wait; that config measured at most 0.92 of each point's best on all 288 points
+/// of the block-scaled runs in `benches/moe/runs`.
+fn block_scale_registers(tile: &TileConfig) -> u32 {
+    let threads = tile.threads().max(1);
+    // mma.sync (m16n8) and wgmma (m64nN) fragments alike: a thread owns 2 of each warp's 16 rows
+    // and 2 of every 8 columns.
+    let rows = (tile.block_m / tile.warps_m.max(1)).div_ceil(8);
+    let cols = if tile.block_n >= threads {
+        tile.block_n / threads
+    } else {
+        (tile.block_n / tile.warps_n.max(1)).div_ceil(4)
+    };
+    3 * (rows + cols)
 }
 
 /// Every point of the space, in a fixed order (what an exhaustive sweep measures).
@@ -222,4 +248,48 @@ pub fn legal_space(p: &MoeProblem, arch: &Arch) -> Vec<MoeConfig> {
         .into_iter()
         .filter(|c| check_moe_config(c, p, arch).is_ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::moe::{MoeDtype, MoeTemplate};
+    use carver_arch::HardwareDb;
+
+    /// Scale loads a thread issues per K step in the main loop of Triton 3.6's sm_90 binary of
+    /// the block-scaled fused-MoE kernel (counted in its SASS), against three registers each.
+    #[test]
+    fn block_scale_registers_follow_the_compiled_scale_loads() {
+        let db = HardwareDb::embedded().unwrap();
+        let h100 = db.get("h100").unwrap();
+        let p = MoeTemplate::new(128, 8, 4096, 1536)
+            .with_dtype(MoeDtype::Fp8W8a8)
+            .with_block_shape(Some([128, 128]))
+            .validate(h100)
+            .unwrap();
+        // (BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps, scale loads in the compiled loop)
+        let compiled = [
+            (16, 128, 4, 3),
+            (16, 128, 8, 6),
+            (16, 256, 8, 3),
+            (32, 128, 4, 5),
+            (32, 256, 4, 6),
+            (64, 128, 4, 3),
+            (64, 128, 8, 18),
+            (64, 256, 8, 3),
+            (128, 128, 8, 34),
+        ];
+        for (block_m, block_n, num_warps, loads) in compiled {
+            let c = MoeConfig {
+                block_m,
+                block_n,
+                block_k: 128,
+                group_m: 1,
+                num_warps,
+                num_stages: 3,
+            };
+            let tile = tile_of(&c, &p.gate_up, &p, h100).unwrap();
+            assert_eq!(block_scale_registers(&tile), 3 * loads, "{c:?}");
+        }
+    }
 }
