@@ -17,10 +17,7 @@ sys.path.insert(0, HERE)
 
 import carver  # noqa: E402
 from carver.moe_kernel import config_key  # noqa: E402
-from harness import MODEL_SETS, load_problems  # noqa: E402
-
-# vLLM's tuner's batch sizes, as the harness runs them.
-LADDER = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
+from harness import BATCH_SIZES, MODEL_SETS, load_problems  # noqa: E402
 
 
 def main(argv=None):
@@ -37,12 +34,12 @@ def main(argv=None):
     for p in load_problems(args.models_file, args.set, None):
         rec = carver.recommend_moe(p["experts"], p["topk"], p["hidden"], p["intermediate"], tp=p["tp"],
                                    dtype=args.dtype, block_shape=block, arch=args.arch,
-                                   batch_sizes=list(LADDER), candidates=1)
+                                   batch_sizes=list(BATCH_SIZES), candidates=1)
         picks[p["label"]] = {str(b.m): config_key(b.hints[0].config) for b in rec.batches}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(picks, f, indent=1, sort_keys=True)
-    print(f"{args.out}: {len(picks)} layers x {len(LADDER)} batch sizes")
+    print(f"{args.out}: {len(picks)} layers x {len(BATCH_SIZES)} batch sizes")
 
 
 if __name__ == "__main__":
