@@ -151,39 +151,6 @@ def carver_picks(mt, prob, arch, batches, k, dtype="bf16", block_shape=None):
 # GPU timing
 # ---------------------------------------------------------------------------------------------
 
-class Timer:
-    def __init__(self, torch, max_reps):
-        self.torch = torch
-        self.ev = [torch.cuda.Event(enable_timing=True) for _ in range(max_reps + 1)]
-        torch.cuda._sleep(100_000)
-        torch.cuda.synchronize()
-        rates = []
-        for _ in range(3):
-            self.ev[0].record()
-            torch.cuda._sleep(10_000_000)
-            self.ev[1].record()
-            self.ev[1].synchronize()
-            rates.append(10_000_000 / (self.ev[0].elapsed_time(self.ev[1]) * 1e3))
-        self.cycles_per_us = max(rates)
-        self.host_us = 100.0
-
-    def run(self, launch, reps, est_us=None):
-        """Per-rep microseconds of `reps` launches queued behind a GPU sleep (skipped when one
-        launch outlasts its host cost several times: the queue never drains then)."""
-        torch, ev = self.torch, self.ev
-        if est_us is None or est_us < 4 * self.host_us:
-            torch.cuda._sleep(int(self.cycles_per_us * min(50_000.0, self.host_us * reps * 1.5 + 20.0)))
-        h0 = time.perf_counter()
-        ev[0].record()
-        for r in range(reps):
-            launch(r)
-            ev[r + 1].record()
-        h1 = time.perf_counter()
-        ev[reps].synchronize()
-        self.host_us = 0.8 * self.host_us + 0.2 * ((h1 - h0) * 1e6 / reps)
-        return [ev[r].elapsed_time(ev[r + 1]) * 1e3 for r in range(reps)]
-
-
 def measure_entry(torch, mk, prob, batches, sweep, picks_for, args, timer, budget_s, results_doc):
     """Sweep, check and re-time one (model, TP) over its batch sizes; returns the entry record."""
     t_entry = time.perf_counter()
@@ -612,7 +579,7 @@ def main(argv=None):
     before = count_cache()
 
     # ---- measure ----------------------------------------------------------------------------------
-    timer = Timer(torch, max(args.final_reps, args.sweep_reps) + 1)
+    timer = mk.QueuedTimer(torch, max(args.final_reps, args.sweep_reps) + 1)
     log(f"GPU sleep calibration: {timer.cycles_per_us:.0f} cycles/us")
     t_meas = time.perf_counter()
     weights = [p["n"] * p["hidden"] * p["experts"] * max(1, min(p["topk"] * 4096, p["experts"])) for p in problems]

@@ -24,13 +24,14 @@ helpers (`default_config`, `tuner_space`, `smem_bytes`, `config_key`) need neith
 """
 
 import math
+import time
 
 from ._carver import InvalidInputError, MissingDependencyError
 
 __all__ = [
     "CONFIG_KEYS", "TUNER_SPACE", "DTYPES", "default_config", "tuner_space", "smem_bytes",
     "config_key", "check_config", "align_block_size", "invoke_gemm", "fused_moe", "moe_reference",
-    "random_problem", "random_routing", "silu_and_mul", "LayerRunner",
+    "random_problem", "random_routing", "silu_and_mul", "LayerRunner", "QueuedTimer",
 ]
 
 # The six keys of a vLLM/SGLang fused-MoE config entry, in the files' order.
@@ -563,3 +564,44 @@ def timing_weights(w1, w2, dtype="bf16", block_shape=None, topk=None, min_tokens
     q2 = [quantize_weights_fp8(w, block_shape) for w in w2s]
     return [q for q, _ in q1], [q for q, _ in q2], [s for _, s in q1], [s for _, s in q2]
 
+
+
+class QueuedTimer:
+    """GPU time per launch of a layer, its launches queued behind a GPU sleep so that they run
+    back to back. The sleep has to outlast the host's time to submit the whole batch: otherwise
+    the queue drains and the events time the host, not the GPU. A fused-MoE layer's host cost is
+    several kernel launches (the fp8 activations' quantisation adds more), up to several times
+    its GPU time at small batches. So the sleep follows the host time measured on the previous
+    batches (1.5x, at most 50 ms), and is skipped when one launch outlasts its host cost
+    several times. `torch` is the module (a stand-in in the tests)."""
+
+    def __init__(self, torch, max_reps):
+        self.torch = torch
+        self.ev = [torch.cuda.Event(enable_timing=True) for _ in range(max_reps + 1)]
+        torch.cuda._sleep(100_000)
+        torch.cuda.synchronize()
+        rates = []
+        for _ in range(3):
+            self.ev[0].record()
+            torch.cuda._sleep(10_000_000)
+            self.ev[1].record()
+            self.ev[1].synchronize()
+            rates.append(10_000_000 / (self.ev[0].elapsed_time(self.ev[1]) * 1e3))
+        self.cycles_per_us = max(rates)
+        self.host_us = 100.0
+
+    def run(self, launch, reps, est_us=None):
+        """Per-rep microseconds of `reps` calls of `launch(rep)`; `est_us` is the launch's GPU
+        time if known."""
+        torch, ev = self.torch, self.ev
+        if est_us is None or est_us < 4 * self.host_us:
+            torch.cuda._sleep(int(self.cycles_per_us * min(50_000.0, self.host_us * reps * 1.5 + 20.0)))
+        h0 = time.perf_counter()
+        ev[0].record()
+        for r in range(reps):
+            launch(r)
+            ev[r + 1].record()
+        h1 = time.perf_counter()
+        ev[reps].synchronize()
+        self.host_us = 0.8 * self.host_us + 0.2 * ((h1 - h0) * 1e6 / reps)
+        return [ev[r].elapsed_time(ev[r + 1]) * 1e3 for r in range(reps)]

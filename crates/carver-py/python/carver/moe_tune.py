@@ -338,6 +338,7 @@ class GpuMeasurer:
         self._weights = None
         self._runner_m = None
         self._runner = None
+        self._timer = None
 
     def prepare(self, configs):
         return precompile(configs, self.p.dtype, self.p.block_shape, self.workers, self.log)
@@ -381,24 +382,24 @@ class GpuMeasurer:
         while (time.perf_counter() - t0) * 1e3 < self.warmup_ms:
             run.launch(configs[0], 0)
             torch.cuda.synchronize()
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps + 1)]
+        if self._timer is None:
+            self._timer = self.mk.QueuedTimer(torch, self.reps)
         per = [[] for _ in range(n)]
         rng = random.Random(self.seed * 7919 + m)
-        rot = 0
+        rot = [0]
+
+        def launcher(c):
+            def go(_r):
+                run.launch(c, rot[0])
+                rot[0] += 1
+            return go
+
         for _ in range(self.rounds):
             order = list(range(n))
             rng.shuffle(order)
             for i in order:
-                # queue the launches behind a GPU sleep (~100 us of host time per rep) so that
-                # small, launch-bound layers are timed back to back, not with host gaps
-                torch.cuda._sleep(int(2000 * 100 * self.reps))
-                ev[0].record()
-                for r in range(self.reps):
-                    run.launch(configs[i], rot)
-                    rot += 1
-                    ev[r + 1].record()
-                ev[self.reps].synchronize()
-                per[i].append(statistics.median(ev[r].elapsed_time(ev[r + 1]) * 1e3 for r in range(self.reps)))
+                # back-to-back launches behind a GPU sleep that outlasts their host cost
+                per[i].append(statistics.median(self._timer.run(launcher(configs[i]), self.reps)))
         return [statistics.median(x) for x in per]
 
     def check(self, m, config):
