@@ -163,7 +163,7 @@ pub(crate) fn resources_of(
     }
 }
 
-/// Whether `c` needs more registers a thread than the GPU has (Triton's need for the gate/up
+/// Whether `c` needs more registers per thread than the GPU allows (Triton's need for the gate/up
 /// GEMM's tile, [`registers_per_thread`]). vLLM's tuner space keeps such configs and Triton
 /// compiles them: it spills to local memory, or, when the need is just over the limit, keeps the
 /// block-scaled loop's scale loads out of registers until the step's tensor-core product is done,
