@@ -3,12 +3,18 @@ fp8 with [128, 128] block scales: how much the block-scaled loop costs each tile
 registers Triton compiled. A measurement for the cost model's block-scale terms.
 
     python3 benches/moe/probe_fp8.py --experts 8 --topk 2 --hidden 6144 --n 4096 --tokens 4096
+    python3 benches/moe/probe_fp8.py ... --configs M256_N128_K64_G1_w8_s4,M128_N256_K64_G1_w8_s4
 """
 import argparse
 import json
+import os
+import sys
 
 import torch
 from carver import moe_kernel as mk
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import parse_config_key  # noqa: E402
 
 CONFIGS = [
     (64, 128, 128, 32, 4, 3), (64, 128, 128, 16, 4, 4), (128, 128, 128, 16, 8, 3), (128, 128, 128, 1, 8, 5),
@@ -39,8 +45,13 @@ def main():
     ap.add_argument("--n", type=int, default=4096, help="per-shard intermediate size")
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--configs", help="comma-separated config keys (default: the probe's eight)")
     ap.add_argument("--out")
     a = ap.parse_args()
+    configs = CONFIGS
+    if a.configs:
+        keys = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+        configs = [tuple(parse_config_key(k.strip())[n] for n in keys) for k in a.configs.split(",") if k.strip()]
     x, w1, w2, tw, ti = mk.random_problem(a.tokens, a.experts, a.topk, a.hidden, a.n)
     pairs = a.tokens * a.topk
     h = torch.empty((pairs, 2 * a.n), dtype=x.dtype, device=x.device)
@@ -52,7 +63,7 @@ def main():
     rows = []
     print(f"E={a.experts} top-{a.topk} K={a.hidden} 2N={2 * a.n} M={a.tokens}: gate/up GEMM alone, median of {a.reps}")
     print(f"{'config':26s} {'bf16 us':>9s} {'fp8 pt us':>9s} {'fp8 blk us':>10s} {'blk/pt':>7s} {'blk TF/s':>8s}  regs/spills (bf16, pt, blk)")
-    for bm, bn, bk, g, w, s in CONFIGS:
+    for bm, bn, bk, g, w, s in configs:
         cfg = {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": g, "num_warps": w, "num_stages": s}
         sid, eid, npp = mk.align_block_size(ti, bm, a.experts)
         res = {}
