@@ -810,21 +810,17 @@ mod tests {
         layout_b: Layout,
         dtype: DType,
     ) -> KernelSpec {
+        let base = crate::sm90::test_spec(block_m, block_n, consumers, layout_b);
         KernelSpec {
             params: Sm90Params {
-                block_m,
-                block_n,
-                block_k: 64,
-                stages: 4,
-                consumers,
-                group_m: 8,
                 cluster_m,
                 persistent,
                 split_k,
+                ..base.params
             },
             input: dtype,
             output: dtype,
-            layout_b,
+            ..base
         }
     }
 

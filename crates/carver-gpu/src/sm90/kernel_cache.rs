@@ -518,28 +518,12 @@ pub fn compile_all(
 mod tests {
     use std::cell::Cell;
 
-    use carver::family::Sm90Params;
-    use carver::{DType, Layout};
+    use carver::Layout;
 
     use super::*;
 
     fn spec(block_n: u32) -> KernelSpec {
-        KernelSpec {
-            params: Sm90Params {
-                block_m: 128,
-                block_n,
-                block_k: 64,
-                stages: 4,
-                consumers: 1,
-                group_m: 8,
-                cluster_m: 1,
-                persistent: false,
-                split_k: 1,
-            },
-            input: DType::Bf16,
-            output: DType::Bf16,
-            layout_b: Layout::Row,
-        }
+        crate::sm90::test_spec(128, block_n, 1, Layout::Row)
     }
 
     /// A kernel as NVRTC would return it, with made-up bytes (no NVRTC needed).

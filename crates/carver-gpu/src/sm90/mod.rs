@@ -270,27 +270,39 @@ pub fn family_hash(repacked: bool) -> String {
     format!("{:016x}", fnv1a(&parts))
 }
 
+/// The unit tests' kernel: bf16 in and out, K block 64, 4 stages, launch groups of 8, no cluster,
+/// persistence or split-K; a test changes what it is about with struct update syntax.
+#[cfg(test)]
+pub(crate) fn test_spec(
+    block_m: u32,
+    block_n: u32,
+    consumers: u32,
+    layout_b: Layout,
+) -> KernelSpec {
+    KernelSpec {
+        params: Sm90Params {
+            block_m,
+            block_n,
+            block_k: 64,
+            stages: 4,
+            consumers,
+            group_m: 8,
+            cluster_m: 1,
+            persistent: false,
+            split_k: 1,
+        },
+        input: DType::Bf16,
+        output: DType::Bf16,
+        layout_b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn spec(block_m: u32, block_n: u32, consumers: u32, layout_b: Layout) -> KernelSpec {
-        KernelSpec {
-            params: Sm90Params {
-                block_m,
-                block_n,
-                block_k: 64,
-                stages: 4,
-                consumers,
-                group_m: 8,
-                cluster_m: 1,
-                persistent: false,
-                split_k: 1,
-            },
-            input: DType::Bf16,
-            output: DType::Bf16,
-            layout_b,
-        }
+        test_spec(block_m, block_n, consumers, layout_b)
     }
 
     #[test]
