@@ -526,9 +526,13 @@ def main(argv=None):
     # winners are re-timed with the other picks ------------------------------------------------------
     previous = {}
     if args.previous:
-        with open(args.previous) as f:
-            previous = {label: {int(m): parse_config_key(k) for m, k in by_m.items()}
-                        for label, by_m in json.load(f).items()}
+        try:
+            with open(args.previous) as f:
+                previous = {label: {int(m): parse_config_key(k) for m, k in by_m.items()}
+                            for label, by_m in json.load(f).items()}
+        except (OSError, ValueError, AttributeError) as e:
+            raise FatalError(f"--previous {args.previous}: {e}; expected JSON {{label: {{M: config key}}}} "
+                             "as benches/moe/top1_picks.py writes it") from e
         doc["previous_picks"] = args.previous
     tuned, tuned_label = {}, None
     if args.tune_model != "none":
