@@ -4,8 +4,9 @@
 Compiles `carver._moe_triton.fused_moe_gemm` (bf16, no quantisation) for a GPU target with
 Triton's own compiler (ptxas ships in the Triton wheel) and prints, per config, the `shared`
 bytes of the binary over the bytes of one A and one W tile: the number of pipeline buffers
-Triton keeps. It backs `carver::family::triton::pipeline_buffers` (wgmma: num_stages buffers;
-mma.sync: num_stages - 1).
+Triton keeps: num_stages with wgmma, num_stages - 1 with mma.sync, as
+`benches/triton/compiled_resources.py` found for the dense kernel (docs/RESULTS.md, the ninth
+held-out dense set). carver's model still prices num_stages for both (see there why).
 
     python3 benches/moe/compile_shared.py --capability 90
     python3 benches/moe/compile_shared.py --capability 80

@@ -447,9 +447,9 @@ def parse_args(argv=None):
     return args
 
 
-def sweep_space(mk, smem, wgmma, args):
+def sweep_space(mk, smem, args):
     space = mk.tuner_space(smem_limit=smem, dtype=args.dtype, group_sizes=args.group_sizes,
-                           block_shape=args.block_shape, wgmma=wgmma)
+                           block_shape=args.block_shape)
     if args.sweep_configs and args.sweep_configs < len(space):
         rng = random.Random(args.seed + 12345)
         space = rng.sample(space, args.sweep_configs)
@@ -476,8 +476,7 @@ def main(argv=None):
     device = mt.vllm_device_name(torch.cuda.get_device_name())
     smem = int(getattr(props, "shared_memory_per_block_optin", 0) or mk.DEFAULT_SMEM_LIMIT)
     arch = args.arch or mt.arch_for_device(device)
-    wgmma = props.major >= 9
-    sweep = sweep_space(mk, smem, wgmma, args)
+    sweep = sweep_space(mk, smem, args)
     doc = {"schema_version": 1, "tool": "benches/moe/harness.py", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
            "device": {"name": props.name, "vllm_name": device, "sm_count": props.multi_processor_count,
                       "smem_optin": smem, "l2_bytes": getattr(props, "L2_cache_size", None)},
@@ -487,9 +486,8 @@ def main(argv=None):
                            if args.dtype != "fp8_w8a8" else
                            "the whole fp8 layer per timed rep: activation quantisation, both GEMMs, SiLU-and-mul "
                            "and the top-k sum; align step excluded"),
-           "sweep": {"legal_space": len(mk.tuner_space(smem_limit=smem, wgmma=wgmma)),
-                     "legal_space_groups": len(mk.tuner_space(smem_limit=smem, group_sizes=args.group_sizes,
-                                                              wgmma=wgmma)),
+           "sweep": {"legal_space": len(mk.tuner_space(smem_limit=smem)),
+                     "legal_space_groups": len(mk.tuner_space(smem_limit=smem, group_sizes=args.group_sizes)),
                      "swept": len(sweep), "configs": [mk.config_key(c) for c in sweep]},
            "entries": [], "phases_s": {}, "carver": {},
            # registers and spills of each swept config's binaries, as Triton compiled them

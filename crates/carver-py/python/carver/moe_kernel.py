@@ -105,22 +105,16 @@ def check_config(cfg, where="config"):
     return out
 
 
-def smem_bytes(cfg, elem_bytes=2, wgmma=True):
-    """Shared memory the kernel's software pipeline holds: buffers of one A and one W tile.
-    Triton keeps num_stages of them when the product runs on wgmma (a GPU that has it, and a
-    warpgroup owning 64 rows), and num_stages - 1 (at least one) on mma.sync: the rule of
-    carver's model (`pipeline_buffers`), read off compiled kernels (benches/moe/compile_shared.py)."""
-    on_wgmma = wgmma and cfg["BLOCK_SIZE_M"] >= 64 and cfg["num_warps"] % 4 == 0
-    buffers = cfg["num_stages"] if on_wgmma else max(cfg["num_stages"] - 1, 1)
-    return buffers * (cfg["BLOCK_SIZE_M"] + cfg["BLOCK_SIZE_N"]) * cfg["BLOCK_SIZE_K"] * elem_bytes
+def smem_bytes(cfg, elem_bytes=2):
+    """Shared memory the kernel's software pipeline holds: one A and one W tile per stage."""
+    return cfg["num_stages"] * (cfg["BLOCK_SIZE_M"] + cfg["BLOCK_SIZE_N"]) * cfg["BLOCK_SIZE_K"] * elem_bytes
 
 
-def tuner_space(smem_limit=DEFAULT_SMEM_LIMIT, dtype="bf16", group_sizes=None, block_shape=None, wgmma=True):
+def tuner_space(smem_limit=DEFAULT_SMEM_LIMIT, dtype="bf16", group_sizes=None, block_shape=None):
     """vLLM's tuner space filtered by shared memory (the legal space carver ranks), in a fixed
     order. `group_sizes` narrows GROUP_SIZE_M; fp8 with [bn, bk] block scales keeps, as vLLM's
     tuner does, BLOCK_SIZE_N a multiple of bn and BLOCK_SIZE_K a multiple of bk (the kernel then
-    runs BLOCK_SIZE_K = bk, as vLLM's does: `effective_block_k`). `wgmma`: whether the GPU has
-    wgmma (compute capability 9.x), which sets the pipeline's buffers (`smem_bytes`)."""
+    runs BLOCK_SIZE_K = bk, as vLLM's does: `effective_block_k`)."""
     elem = 1 if dtype == "fp8_w8a8" else 2
     out = []
     for bm in TUNER_SPACE["BLOCK_SIZE_M"]:
@@ -134,7 +128,7 @@ def tuner_space(smem_limit=DEFAULT_SMEM_LIMIT, dtype="bf16", group_sizes=None, b
                             c = {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk,
                                  "GROUP_SIZE_M": g, "num_warps": w, "num_stages": s}
                             run = dict(c, BLOCK_SIZE_K=effective_block_k(bk, block_shape))
-                            if smem_bytes(run, elem, wgmma) <= smem_limit:
+                            if smem_bytes(run, elem) <= smem_limit:
                                 out.append(c)
     return out
 

@@ -24,7 +24,7 @@ pub use sm90::{
     tma_leading_dim,
 };
 pub use tilelang::TileLangRules;
-pub use triton::{TritonRules, pipeline_buffers};
+pub use triton::TritonRules;
 
 /// A kernel family: which kind of kernel hints are produced for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -16,20 +16,6 @@ use crate::tile::{Raster, RasterOrder, TileConfig};
 
 pub struct TritonRules;
 
-/// Shared-memory buffers Triton's software pipeliner keeps for an operand loaded with cp.async:
-/// `num_stages` of them when the block's product runs on wgmma, `num_stages - 1` (at least one)
-/// on mma.sync, where the loop reads the next step's operands into registers before the current
-/// one is consumed. Read off Triton 3.6's compiled kernels: with the epilogue's buffer, it gives
-/// the `shared` size of 64,179 of the 64,603 vectorised configs compiled in the stored H100 and
-/// H200 sweeps (`benches/triton/runs`), and of the fused-MoE kernel compiled for sm_90 and sm_80
-/// (`benches/moe/compile_shared.py`). tcgen05 is taken to keep wgmma's count (not measured).
-pub fn pipeline_buffers(mma: InstructionFamily, stages: u32) -> u32 {
-    match mma {
-        InstructionFamily::MmaSync => stages.saturating_sub(1).max(1),
-        InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => stages.max(1),
-    }
-}
-
 const BLOCKS: [u32; 5] = [16, 32, 64, 128, 256];
 const WARPS: [u32; 4] = [1, 2, 4, 8];
 
@@ -119,10 +105,10 @@ impl FamilyRules for TritonRules {
         let e = u64::from(problem.in_bytes());
         let paths = Self::paths(problem);
         // An operand staged through registers has one shared-memory buffer whatever num_stages
-        // says; a pipelined one has `pipeline_buffers`.
+        // says; a pipelined one has num_stages.
         let buffers = |path: LoadPath| match path {
             LoadPath::Registers => 1,
-            LoadPath::CpAsync | LoadPath::Tma => u64::from(pipeline_buffers(c.mma, c.stages)),
+            LoadPath::CpAsync | LoadPath::Tma => u64::from(c.stages.max(1)),
         };
         let pipeline = (buffers(paths.a) * u64::from(c.block_m)
             + buffers(paths.b) * u64::from(c.block_n))
@@ -248,58 +234,5 @@ impl FamilyRules for TritonRules {
             persistent: false,
             mma: layout.mma,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::MatmulTemplate;
-    use carver_arch::HardwareDb;
-
-    /// Shared memory of configs Triton 3.6 compiled for the H100 in the stored sweeps
-    /// (`benches/triton/runs/*/triton_sweep.json`, each config's `compile.shared`).
-    #[test]
-    fn shared_memory_follows_the_compiled_pipeline_buffers() {
-        let db = HardwareDb::embedded().unwrap();
-        let h100 = db.get("h100").unwrap();
-        let problem = MatmulTemplate::new(8192, 8192, 8192)
-            .with_dtype(DType::F16)
-            .validate(h100)
-            .unwrap();
-        // (BLOCK_SIZE_M, N, K, num_warps, num_stages, instruction, compiled shared bytes)
-        let compiled = [
-            (32, 256, 32, 4, 3, InstructionFamily::MmaSync, 36_864),
-            (16, 256, 32, 4, 5, InstructionFamily::MmaSync, 69_632),
-            (16, 32, 128, 2, 3, InstructionFamily::MmaSync, 24_576),
-            (64, 64, 64, 2, 3, InstructionFamily::MmaSync, 32_768),
-            (64, 128, 32, 4, 3, InstructionFamily::Wgmma, 36_864),
-            (128, 128, 32, 4, 4, InstructionFamily::Wgmma, 65_536),
-        ];
-        for (bm, bn, bk, warps, stages, mma, shared) in compiled {
-            let native = json!({
-                "kwargs": {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk},
-                "num_warps": warps,
-                "num_stages": stages,
-            });
-            let c = TritonRules.parse_native(&native, &problem, h100).unwrap();
-            assert_eq!(c.mma, mma, "{native}");
-            assert_eq!(
-                TritonRules.resources(&c, &problem).smem_bytes,
-                shared,
-                "{native}"
-            );
-        }
-    }
-
-    #[test]
-    fn mma_sync_keeps_one_buffer_fewer_than_its_stages_and_never_none() {
-        for stages in 1..=8 {
-            assert_eq!(pipeline_buffers(InstructionFamily::Wgmma, stages), stages);
-            assert_eq!(
-                pipeline_buffers(InstructionFamily::MmaSync, stages),
-                (stages - 1).max(1)
-            );
-        }
     }
 }

@@ -2,14 +2,12 @@
 //! (`benchmarks/kernels/benchmark_moe.py`, `get_configs_compute_bound`, CUDA branch), filtered by
 //! what compiles and what block-quantized fp8 allows.
 
-use carver_arch::{Arch, InstructionFamily};
+use carver_arch::Arch;
 use serde::{Deserialize, Serialize};
 
 use super::template::MoeProblem;
 use crate::family::Resources;
-use crate::family::{
-    ConfigError, Family, FamilyRules, TritonRules, compute_layout, pipeline_buffers,
-};
+use crate::family::{ConfigError, Family, FamilyRules, TritonRules, compute_layout};
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
 
@@ -56,10 +54,9 @@ impl MoeConfig {
             && NUM_STAGES.contains(&self.num_stages)
     }
 
-    /// Shared memory Triton's pipeliner allocates for the config's product on `mma`:
-    /// [`pipeline_buffers`] buffers of an A and a B tile.
-    pub fn smem_bytes(&self, p: &MoeProblem, mma: InstructionFamily) -> u64 {
-        u64::from(pipeline_buffers(mma, self.num_stages))
+    /// Shared memory Triton's pipeliner allocates: `num_stages` buffers of an A and a B tile.
+    pub fn smem_bytes(&self, p: &MoeProblem) -> u64 {
+        u64::from(self.num_stages)
             * (u64::from(self.block_m) + u64::from(self.block_n))
             * u64::from(self.effective_block_k(p))
             * u64::from(p.dtype.input().bytes())
@@ -86,13 +83,7 @@ pub fn check_moe_config(c: &MoeConfig, p: &MoeProblem, arch: &Arch) -> Result<()
              BLOCK_SIZE_K of {bk}"
         ));
     }
-    let tile = tile_of(c, &p.gate_up, p, arch).ok_or_else(|| {
-        ConfigError::rule(
-            Family::Triton,
-            "no tensor instruction of this GPU runs this dtype",
-        )
-    })?;
-    let smem = c.smem_bytes(p, tile.mma);
+    let smem = c.smem_bytes(p);
     let allowed = arch.smem_per_block();
     if smem > allowed {
         return Err(ConfigError::SharedMemory {
@@ -107,6 +98,12 @@ pub fn check_moe_config(c: &MoeConfig, p: &MoeProblem, arch: &Arch) -> Result<()
             allowed: arch.sm.max_threads_per_block,
         });
     }
+    tile_of(c, &p.gate_up, p, arch).ok_or_else(|| {
+        ConfigError::rule(
+            Family::Triton,
+            "no tensor instruction of this GPU runs this dtype",
+        )
+    })?;
     Ok(())
 }
 
@@ -161,7 +158,7 @@ pub(crate) fn resources_of(
     let regs = registers_per_thread(tile, gemm, p);
     let per_block_cap = arch.registers.per_block / tile.threads().max(1);
     Resources {
-        smem_bytes: c.smem_bytes(p, tile.mma),
+        smem_bytes: c.smem_bytes(p),
         registers_per_thread: regs.min(arch.registers.per_thread_max).min(per_block_cap),
     }
 }
