@@ -13,6 +13,12 @@ fn db() -> HardwareDb {
     HardwareDb::embedded().unwrap()
 }
 
+/// `t` in fp8 w8a8 with [128, 128] block scales (DeepSeek-V3's and Qwen3's fp8 checkpoints).
+fn block_scaled_fp8(t: MoeTemplate) -> MoeTemplate {
+    t.with_dtype(MoeDtype::Fp8W8a8)
+        .with_block_shape(Some([128, 128]))
+}
+
 #[test]
 fn file_names_are_the_engines_own() {
     let db = db();
@@ -26,10 +32,9 @@ fn file_names_are_the_engines_own() {
         config_file_name(&mixtral, h100, Engine::Vllm),
         "E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json"
     );
-    let ds = MoeTemplate::new(256, 8, 7168, 2048)
-        .with_dtype(MoeDtype::Fp8W8a8)
-        .with_block_shape(Some([128, 128]));
-    let ds = ds.validate(h200).unwrap();
+    let ds = block_scaled_fp8(MoeTemplate::new(256, 8, 7168, 2048))
+        .validate(h200)
+        .unwrap();
     assert_eq!(
         config_file_name(&ds, h200, Engine::Vllm),
         "E=256,N=2048,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
@@ -67,9 +72,7 @@ fn a_whole_file_has_exactly_the_ladder() {
 fn block_quantized_fp8_keeps_vllms_filter() {
     let db = db();
     let h100 = db.get("h100").unwrap();
-    let p = MoeTemplate::new(256, 8, 7168, 2048)
-        .with_dtype(MoeDtype::Fp8W8a8)
-        .with_block_shape(Some([128, 128]))
+    let p = block_scaled_fp8(MoeTemplate::new(256, 8, 7168, 2048))
         .validate(h100)
         .unwrap();
     let legal = legal_space(&p, h100);
@@ -138,11 +141,7 @@ fn block_scaled_fp8_counts_the_product_and_the_scales() {
     let h100 = db.get("h100").unwrap();
     let t = MoeTemplate::new(128, 8, 2048, 768);
     let bf16 = t.validate(h100).unwrap();
-    let fp8 = t
-        .with_dtype(MoeDtype::Fp8W8a8)
-        .with_block_shape(Some([128, 128]))
-        .validate(h100)
-        .unwrap();
+    let fp8 = block_scaled_fp8(t).validate(h100).unwrap();
     let config = |block_m, block_n, num_warps| carver::moe::MoeConfig {
         block_m,
         block_n,
