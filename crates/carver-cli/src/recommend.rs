@@ -195,13 +195,17 @@ fn compact(h: &Hint) -> String {
     if t.persistent {
         s.push_str(" persistent");
     }
+    if t.swap_ab {
+        s.push_str(" swap-ab");
+    }
     s.push_str(&format!(" {}", t.mma));
     s
 }
 
 /// The notation of [`compact`], printed under the tables: a newcomer cannot guess `g8` or `sk1`.
 const CONFIG_LEGEND: &str = "CONFIG: block MxNxK, wN warps, sN pipeline stages, gN launch-order group, \
-skN split-K, cMxN cluster, persistent kernel, tensor-core instruction";
+skN split-K, cMxN cluster, persistent kernel, swap-ab A and B swapped in the tensor instruction \
+(small M), tensor-core instruction";
 
 /// Ranks of hints predicted faster than a hint ranked above them.
 fn out_of_order(hints: &[Hint]) -> Vec<usize> {

@@ -271,6 +271,7 @@ fn on_a_hopper_gpu_a_faulting_or_hanging_candidate_does_not_end_the_run() {
             cluster_m: 1,
             persistent: false,
             split_k: 1,
+            swap_ab: false,
         })
     };
     let (trap, hang, good) = (spec(3), spec(4), spec(5));
@@ -383,6 +384,7 @@ fn sm90_params(
         cluster_m,
         persistent,
         split_k,
+        swap_ab: false,
     }
 }
 
@@ -669,6 +671,128 @@ fn on_a_hopper_gpu_fp8_matches_the_reference() {
     assert!(!out.status.success());
     let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(said.contains("layout `rc`"), "{}", said);
+}
+
+/// The small-M path (A and B swapped in the wgmma: block M of 8 to 64 is its N) against the
+/// reference: decode and ragged M across several tile rows, rows of C on 16-, 4- and 2-byte
+/// boundaries (N = 1000, 1002, 1001), one and two consumers, both B layouts, splits, persistent
+/// grids, a batch, bf16, f16 and fp8 e4m3 with its scale.
+#[cfg(feature = "gpu")]
+#[test]
+fn on_a_hopper_gpu_the_small_m_path_matches_the_reference() {
+    use carver::{DType, Layout};
+    use carver_gpu::sm90::KernelCache;
+    use carver_gpu::tune::GemmProblem;
+
+    let cache = TempDir::new().unwrap();
+    if !hopper_or_skip(cache.path()) {
+        return;
+    }
+    let kernels = KernelCache::new(cache.path()).unwrap();
+    let swapped = |block_m, block_n, stages, consumers, persistent, split_k, block_k| {
+        carver::family::Sm90Params {
+            swap_ab: true,
+            block_k,
+            ..sm90_params(block_m, block_n, stages, consumers, 1, persistent, split_k)
+        }
+    };
+    let sixteen_bit = [
+        swapped(8, 128, 12, 1, false, 1, 64),
+        swapped(16, 256, 6, 2, true, 1, 64),
+        swapped(32, 128, 8, 2, false, 3, 64),
+        swapped(64, 64, 6, 1, true, 4, 64),
+        swapped(64, 256, 4, 2, false, 1, 64),
+    ];
+    let fp8 = [
+        swapped(8, 128, 8, 1, false, 2, 128),
+        swapped(32, 256, 4, 2, true, 1, 128),
+        swapped(16, 64, 10, 1, false, 1, 128),
+    ];
+    // (m, n, k, batch, B layout, input, output, configs)
+    let problems = [
+        (
+            1,
+            1000,
+            4096,
+            1,
+            Layout::Row,
+            DType::Bf16,
+            DType::Bf16,
+            &sixteen_bit[..],
+        ),
+        (
+            17,
+            1002,
+            2000,
+            1,
+            Layout::Col,
+            DType::F16,
+            DType::F16,
+            &sixteen_bit[..],
+        ),
+        (
+            100,
+            1001,
+            1024,
+            1,
+            Layout::Col,
+            DType::Bf16,
+            DType::Bf16,
+            &sixteen_bit[..],
+        ),
+        (
+            333,
+            1024,
+            512,
+            3,
+            Layout::Row,
+            DType::Bf16,
+            DType::Bf16,
+            &sixteen_bit[..],
+        ),
+        (
+            1,
+            4096,
+            4096,
+            1,
+            Layout::Col,
+            DType::E4m3,
+            DType::Bf16,
+            &fp8[..],
+        ),
+        (
+            40,
+            1000,
+            1024,
+            2,
+            Layout::Col,
+            DType::E4m3,
+            DType::Bf16,
+            &fp8[..],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (m, n, k, batch, layout_b, input, output, configs) in problems {
+        let problem = GemmProblem {
+            m,
+            n,
+            k,
+            batch,
+            input,
+            output,
+            layout_b,
+        };
+        let outcome = tune_params(problem, configs, &kernels);
+        for c in &outcome.candidates {
+            assert!(c.spec.params.swap_ab, "{}", c.spec.label());
+            let what = format!("{batch} x {m}x{n}x{k} {} -> {output}", c.spec.label());
+            match (&c.measured, &c.failure) {
+                (Some(meas), _) => eprintln!("{what}: relative error {:.2e}", meas.rel_error),
+                (None, failure) => failures.push(format!("{what}: {failure:?}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Operands whose rows are not 16-byte aligned are copied into padded rows before every launch:

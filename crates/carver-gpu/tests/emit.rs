@@ -40,6 +40,7 @@ fn spec(split_k: u32, cluster_m: u32, layout_b: Layout) -> KernelSpec {
             cluster_m,
             persistent: false,
             split_k,
+            swap_ab: false,
         },
         input: DType::Bf16,
         output: DType::Bf16,

@@ -410,6 +410,7 @@ fn on_a_hopper_gpu_the_gemm_on_repacked_operands_is_exact() {
                 cluster_m: 1,
                 persistent: false,
                 split_k: 1,
+                swap_ab: false,
             },
             input: dtype,
             output: dtype,

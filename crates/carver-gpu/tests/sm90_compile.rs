@@ -1,7 +1,7 @@
 //! The cuda-sm90 kernel compiles with NVRTC for sm_90a, without register spills, for
 //! representative configurations of its space (every structure the recommender proposes: both
 //! consumer counts, every m-iteration count, the widest tiles, both B layouts, bf16 and f16,
-//! epilogue chunks of 16, 32, 48 and 64 columns, split-K), the copy kernel that pads unaligned
+//! epilogue chunks of 16, 32, 48 and 64 columns, split-K, the small-M path), the copy kernel that pads unaligned
 //! operands and the split-K reduction.
 //!
 //! Needs libnvrtc, not a GPU: `scripts/test` installs the `nvidia-cuda-nvrtc` wheel and puts its
@@ -32,6 +32,7 @@ fn spec(
             cluster_m: 1,
             persistent,
             split_k: 1,
+            swap_ab: false,
         },
         input,
         output: input,
@@ -95,6 +96,26 @@ fn representative() -> Vec<KernelSpec> {
         s.params.split_k = split;
         s.params.cluster_m = cluster_m;
         s.output = output;
+        v.push(s);
+    }
+    // The small-M path (A and B swapped, block M is wgmma's N): both B layouts, one and two
+    // consumers, split-K, persistent, fp8.
+    for (shape, persistent, layout, input, split) in [
+        ((8, 128, 12, 1), false, Layout::Row, DType::Bf16, 1),
+        ((16, 256, 8, 2), true, Layout::Row, DType::Bf16, 1),
+        ((32, 128, 8, 2), false, Layout::Col, DType::F16, 3),
+        ((64, 64, 6, 1), false, Layout::Row, DType::Bf16, 4),
+        ((64, 256, 4, 2), true, Layout::Col, DType::Bf16, 1),
+        ((8, 128, 8, 1), false, Layout::Col, DType::E4m3, 2),
+        ((32, 256, 4, 2), false, Layout::Col, DType::E5m2, 1),
+    ] {
+        let mut s = spec(shape, persistent, layout, input);
+        s.params.swap_ab = true;
+        s.params.split_k = split;
+        if input.is_fp8() {
+            s.params.block_k = 128;
+            s.output = DType::Bf16;
+        }
         v.push(s);
     }
     v

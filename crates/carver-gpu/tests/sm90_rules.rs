@@ -140,6 +140,7 @@ fn points_outside_the_space_are_rejected_by_both_for_the_same_reason() {
         cluster_m: 1,
         persistent: false,
         split_k: 1,
+        swap_ab: false,
     };
     let bad = [
         (

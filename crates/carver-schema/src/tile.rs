@@ -74,4 +74,8 @@ pub struct Tile {
     pub persistent: bool,
     /// Tensor-core instruction family the kernel issues.
     pub mma: InstructionFamily,
+    /// The instruction's rows run along N and its columns along M (A and B trade places: a
+    /// small-M path). Absent when false, and from hints written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub swap_ab: bool,
 }

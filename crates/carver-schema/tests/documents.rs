@@ -45,6 +45,7 @@ fn triton_hint(rank: usize, repack_us: f64) -> Hint {
             cluster_n: 1,
             persistent: false,
             mma: InstructionFamily::Wgmma,
+            swap_ab: false,
         },
         prediction: Prediction {
             time_us: 241.25,

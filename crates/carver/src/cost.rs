@@ -57,6 +57,11 @@ const STAGED_ELEMENT_CYCLES: f64 = 24.0;
 const RESCALE_ELEMENT_CYCLES: f64 = 2.0;
 /// Fraction of L2 bandwidth fp32 atomics (read-modify-write in the L2) achieve.
 const ATOMIC_L2_FRACTION: f64 = 0.5;
+/// Fraction of each 32-byte sector one store instruction fills when A and B are swapped in the
+/// tensor instruction: its accumulator rows are C's columns, so the 8 lanes sharing a row of C
+/// write 8 adjacent 16-bit values, 16 bytes (the mma accumulator layout, PTX ISA "wgmma D
+/// fragments"). fp32 partials fill whole sectors (8 x 4 bytes).
+const SWAPPED_STORE_SECTOR_USE: f64 = 16.0 / 32.0;
 
 /// What one launch of a structure at a given occupancy looks like.
 struct Geometry {
@@ -513,8 +518,12 @@ impl<'a> Pricer<'a> {
 
         // Shared memory: the fill, then every warp row / column re-reads its operand.
         // wgmma works on 64-row slabs: every slab re-reads the B tile, and every warpgroup column
-        // re-reads its A slab. mma.sync warps read their own rows and columns.
+        // re-reads its A slab; with A and B swapped the slabs run along N and each re-reads the
+        // A tile. mma.sync warps read their own rows and columns.
         let (a_reads, b_reads) = match c.mma {
+            InstructionFamily::Wgmma | InstructionFamily::Tcgen05 if c.swap_ab => {
+                ((bn / 64.0).max(1.0), 1.0)
+            }
             InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => {
                 (f64::from(c.warps_n), (bm / 64.0).max(1.0))
             }
@@ -535,7 +544,7 @@ impl<'a> Pricer<'a> {
         };
 
         let (epilogue_bytes_per_block, epilogue_rate) =
-            self.epilogue_terms(c.block_m, c.block_n, c.split_k);
+            self.epilogue_terms(c.block_m, c.block_n, c.split_k, c.swap_ab);
         let tiles = launched_tiles(c, tiles_m, tiles_n, p.batch);
         let flops_per_iter = 2.0 * bm * bn * bk;
         let smem_per_iter = (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e;
@@ -646,7 +655,7 @@ impl<'a> Pricer<'a> {
         let (a_line, b_line) =
             line_efficiencies(p, self.arch, g.block_m, g.block_n, g.longest_block_k);
         let (epilogue_bytes_per_block, epilogue_rate) =
-            self.epilogue_terms(g.block_m, g.block_n, g.split_k);
+            self.epilogue_terms(g.block_m, g.block_n, g.split_k, false);
         // Staged element-wise, each scheduler issues its warps' share of the block's elements.
         // `TileConfig::threads` counts 32 per warp.
         let staged_per_block = f64::from(self.paths.staged_rows(g.block_m, g.block_n))
@@ -724,7 +733,14 @@ impl<'a> Pricer<'a> {
     }
 
     /// Bytes each block writes in its epilogue (split-K: fp32 partials) and the rate they go at.
-    fn epilogue_terms(&self, block_m: u32, block_n: u32, split_k: u32) -> (f64, f64) {
+    /// (`swap_ab`: the tile's accumulators are stored transposed; a lower bound passes false.)
+    fn epilogue_terms(
+        &self,
+        block_m: u32,
+        block_n: u32,
+        split_k: u32,
+        swap_ab: bool,
+    ) -> (f64, f64) {
         let (m, n) = (self.p.m as f64, self.p.n as f64);
         let split = split_k > 1;
         let bytes = f64::from(block_m).min(m)
@@ -732,6 +748,7 @@ impl<'a> Pricer<'a> {
             * if split { 4.0 } else { self.eo };
         let rate = match (split, self.split_reduction) {
             (true, SplitKReduction::AtomicWorkspace) => self.l2_bw * ATOMIC_L2_FRACTION,
+            (false, _) if swap_ab => self.dram_bw * SWAPPED_STORE_SECTOR_USE,
             _ => self.dram_bw,
         };
         (bytes, rate)

@@ -366,6 +366,7 @@ impl Search<'_> {
                         cluster_n,
                         persistent: group.persistent,
                         mma: layout.mma,
+                        swap_ab: layout.swap_ab,
                     };
                     if let Some(res) = legal_at_shallowest(family, &tile, p, arch) {
                         let terms = self.pricer.terms(&tile);

@@ -351,6 +351,7 @@ mod tests {
                 cluster_n: 1,
                 persistent: false,
                 mma: carver_arch::InstructionFamily::Wgmma,
+                swap_ab: false,
             },
             res: Resources {
                 smem_bytes: 0,

@@ -39,6 +39,7 @@ impl From<&TileConfig> for carver_schema::Tile {
             cluster_n: t.cluster_n,
             persistent: t.persistent,
             mma: t.mma.into(),
+            swap_ab: t.swap_ab,
         }
     }
 }

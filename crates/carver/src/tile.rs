@@ -43,6 +43,9 @@ pub struct TileConfig {
     pub persistent: bool,
     /// Tensor-core instruction family the kernel issues.
     pub mma: InstructionFamily,
+    /// The instruction's rows run along the tile's N and its columns along M: A and B trade
+    /// places in it, so a tile of few rows (a small-M path) wastes no instruction rows.
+    pub swap_ab: bool,
 }
 
 impl TileConfig {

@@ -191,12 +191,12 @@ fn an_illegal_native_config_is_rejected_with_its_rule() {
     // cuda-sm90: a rule of the family, named by the family's own check.
     let tpl = MatmulTemplate::new(1024, 1024, 1024).with_family(Family::CudaSm90);
     let native = serde_json::json!({
-        "block_m": 128, "block_n": 128, "block_k": 64, "stages": 12, "consumers": 2,
+        "block_m": 128, "block_n": 128, "block_k": 64, "stages": 20, "consumers": 2,
         "group_m": 8, "cluster_m": 1, "persistent": false,
     });
     let err = predict_native(&tpl, &arch, &native).unwrap_err();
     assert!(
-        err.to_string().contains("stages = 12; accepted: 2 to 8"),
+        err.to_string().contains("stages = 20; accepted: 2 to 16"),
         "{err}"
     );
 }

@@ -19,6 +19,12 @@
 //                       tiles; with more than 1 each writes its fp32 partial tile to `partials`
 //                       (see below) and `carver_sm90_splitk_reduce` (splitk.cu) sums them
 //   B_KMAJOR            1: B is stored N x K (K contiguous); 0: K x N (N contiguous)
+//   SWAP_AB             1: the small-M path. wgmma's rows run along N instead of M: B's tile
+//                       is wgmma's A operand (64-row slabs of N, transposed when B is K x N)
+//                       and A's tile its B operand, so BM (8 to 256, a multiple of 8) is
+//                       wgmma's N and a decode tile does no MMA work on rows past M. The
+//                       consumers split BN; the epilogue stores straight from registers
+//                       (C is small when M is), and clusters are not used.
 //   OUT_BF16            1: C is bf16; 0: C is f16
 //
 // Structure: warpgroup 0 is the producer; one elected thread issues TMA loads (128-byte swizzle)
@@ -56,7 +62,15 @@ struct __align__(64) TmaMap {
 };
 
 #define THREADS (128 * (CONSUMERS + 1))
-#define ROWS_PER_CONSUMER (BM / CONSUMERS)
+// wgmma's M (its rows, in 64-row slabs shared out among the consumers) and N (its columns).
+#if SWAP_AB
+#define WG_ROWS BN
+#define WG_COLS BM
+#else
+#define WG_ROWS BM
+#define WG_COLS BN
+#endif
+#define ROWS_PER_CONSUMER (WG_ROWS / CONSUMERS)
 #define M_SLABS (ROWS_PER_CONSUMER / 64)
 #define A_STAGE_BYTES (BM * 128)
 #define B_STAGE_BYTES (BN * 128)
@@ -73,9 +87,16 @@ struct __align__(64) TmaMap {
 // wgmma instructions per stage: each consumes 32 bytes of K (k16 of 16-bit, k32 of 8-bit).
 #define K_STEPS (128 / 32)
 #if ROWS_PER_CONSUMER % 64 != 0
-#error "BM must be 64 x CONSUMERS x m-iterations"
+#error "wgmma's rows (BM, or BN with SWAP_AB) must be 64 x CONSUMERS x slabs"
 #endif
-#if BN % 16 != 0 || BN > 256
+#if SWAP_AB
+#if BM % 8 != 0 || BM > 256
+#error "with SWAP_AB, BM is wgmma's N: a multiple of 8 up to 256"
+#endif
+#if CLUSTER_M != 1
+#error "SWAP_AB runs without clusters"
+#endif
+#elif BN % 16 != 0 || BN > 256
 #error "BN must be a multiple of 16 up to 256"
 #endif
 #if !B_KMAJOR && BN % 64 != 0
@@ -222,6 +243,17 @@ __device__ __forceinline__ u32 pack2(float lo, float hi) {
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
 #else
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+    return r;
+}
+
+// One value of C (the swapped epilogue stores values one at a time).
+__device__ __forceinline__ u16 to_out(float x) {
+    u16 r;
+#if OUT_BF16
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
+#else
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
 #endif
     return r;
 }
@@ -423,7 +455,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
         const int lt = tid % 128;
         const int warp = lt / 32;
         const int lane = lt % 32;
-        float acc[M_SLABS][BN / 2];
+        float acc[M_SLABS][WG_COLS / 2];
         u32 it = 0;
         for (int u = first_unit; u < units; u += unit_stride) {
             const Work w = unit_work(u, unit_rows, tiles_n, k_tiles, rank);
@@ -432,14 +464,33 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
 #pragma unroll
             for (int mi = 0; mi < M_SLABS; ++mi) {
 #pragma unroll
-                for (int i = 0; i < BN / 2; ++i) acc[mi][i] = 0.0f;
+                for (int i = 0; i < WG_COLS / 2; ++i) acc[mi][i] = 0.0f;
             }
             for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
                 const u32 s = it % STAGES;
                 mbar_wait(bars + 8 * s, (it / STAGES) & 1);
+                wg_fence();
+#if SWAP_AB
+                // wgmma's B operand is the whole A tile; its A operand this consumer's slabs
+                // of B's tile (64 rows of N are 64 x 128 bytes in both of B's layouts).
+                const u32 sa = base + s * STAGE_BYTES;
+                const u32 sb = sa + A_STAGE_BYTES + consumer * ROWS_PER_CONSUMER * 128;
+#pragma unroll
+                for (int ks = 0; ks < K_STEPS; ++ks) {
+                    const u64 db = desc_kmajor(sa + ks * 32);
+#pragma unroll
+                    for (int mi = 0; mi < M_SLABS; ++mi) {
+#if B_KMAJOR
+                        const u64 da = desc_kmajor(sb + mi * 64 * 128 + ks * 32);
+#else
+                        const u64 da = desc_nmajor(sb + mi * 64 * 128 + ks * 16 * 128);
+#endif
+                        wgmma_tile(acc[mi], da, db);
+                    }
+                }
+#else
                 const u32 sa = base + s * STAGE_BYTES + consumer * ROWS_PER_CONSUMER * 128;
                 const u32 sb = base + s * STAGE_BYTES + A_STAGE_BYTES;
-                wg_fence();
 #pragma unroll
                 for (int ks = 0; ks < K_STEPS; ++ks) {
 #if B_KMAJOR
@@ -452,6 +503,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                         wgmma_tile(acc[mi], desc_kmajor(sa + mi * 64 * 128 + ks * 32), db);
                     }
                 }
+#endif
                 wg_commit();
                 // The wgmma group of the previous k-tile has finished reading its stage.
                 wg_wait<1>();
@@ -464,16 +516,50 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
 #pragma unroll
             for (int mi = 0; mi < M_SLABS; ++mi) {
 #pragma unroll
-                for (int i = 0; i < BN / 2; ++i) acc[mi][i] *= alpha;
+                for (int i = 0; i < WG_COLS / 2; ++i) acc[mi][i] *= alpha;
             }
 
-#if SPLIT_K > 1
-            // The partial tile goes to the workspace straight from the registers; the last
-            // stage is no longer read.
+#if SPLIT_K > 1 || SWAP_AB
+            // The tile goes out straight from the registers; the last stage is no longer read.
             if (nk > 0) {
                 __syncwarp();
                 if (lane == 0) release_stage(bars + 8 * (STAGES + (it - 1) % STAGES));
             }
+#endif
+#if SWAP_AB
+            {
+                // Accumulator i of slab mi holds wgmma row (a column n of C) warp*16 + lane/4
+                // (+8 when bit 1 of i is set) and wgmma column (a row m of C) (i/4)*8 +
+                // (lane%4)*2 + (i%2). The 8 lanes of one (lane%4) write 8 adjacent n.
+#if SPLIT_K > 1
+                const int ldw = tiles_n * BN;
+                float* out = partials + (u64)w.slice * (u64)M * (u64)ldw;
+#else
+                u16* const out = c + (u64)w.b * (u64)M * (u64)N;
+                const int ldw = N;
+#endif
+#pragma unroll
+                for (int mi = 0; mi < M_SLABS; ++mi) {
+                    const int n0 = tn * BN + consumer * ROWS_PER_CONSUMER + mi * 64 + warp * 16 +
+                                   lane / 4;
+#pragma unroll
+                    for (int j = 0; j < BM / 8; ++j) {
+                        const int m0 = tm * BM + j * 8 + (lane % 4) * 2;
+#pragma unroll
+                        for (int q = 0; q < 4; ++q) {
+                            const int m = m0 + (q & 1);
+                            const int n = n0 + 8 * (q >> 1);
+                            const float v = acc[mi][4 * j + q];
+#if SPLIT_K > 1
+                            if (m < M) out[(u64)m * (u64)ldw + n] = v;
+#else
+                            if (m < M && n < N) out[(u64)m * (u64)ldw + n] = to_out(v);
+#endif
+                        }
+                    }
+                }
+            }
+#elif SPLIT_K > 1
             {
                 const int ldw = tiles_n * BN;
                 float* out = partials + (u64)w.slice * (u64)M * (u64)ldw;

@@ -120,11 +120,11 @@ impl KernelSpec {
     }
 
     /// A short name, e.g. `128x256x64 s4 c2 g8 x2 k3 persistent rr bf16` (`x2`: clusters of 2,
-    /// `k3`: K split three ways).
+    /// `k3`: K split three ways; `swap-ab`: the small-M path, A and B swapped in the wgmma).
     pub fn label(&self) -> String {
         let p = &self.params;
         format!(
-            "{}x{}x{} s{} c{} g{}{}{}{} r{} {}",
+            "{}x{}x{} s{} c{} g{}{}{}{}{} r{} {}",
             p.block_m,
             p.block_n,
             p.block_k,
@@ -142,6 +142,7 @@ impl KernelSpec {
                 String::new()
             },
             if p.persistent { " persistent" } else { "" },
+            if p.swap_ab { " swap-ab" } else { "" },
             match self.layout_b {
                 Layout::Row => 'r',
                 Layout::Col => 'c',
@@ -165,6 +166,7 @@ impl KernelSpec {
             ("PERSISTENT", u32::from(p.persistent)),
             ("CLUSTER_M", p.cluster_m),
             ("SPLIT_K", p.split_k),
+            ("SWAP_AB", u32::from(p.swap_ab)),
             ("B_KMAJOR", u32::from(self.layout_b == Layout::Col)),
             ("OUT_BF16", u32::from(self.output == DType::Bf16)),
             ("ELEM_BYTES", self.input.bytes()),
@@ -173,21 +175,44 @@ impl KernelSpec {
         }
         // The kernel body uses the typedefs; declare the wrapper after them by putting it in a
         // macro-free function that only needs built-in types.
-        s.push_str(&wgmma_wrapper(
-            p.block_n,
-            self.input,
-            self.layout_b == Layout::Row,
-        ));
+        // Row-major B is N-major: transposed for wgmma, as whichever operand it is.
+        let b_n_major = self.layout_b == Layout::Row;
+        s.push_str(&if p.swap_ab {
+            wgmma_wrapper(
+                p.block_m,
+                self.input,
+                Transposes {
+                    a: b_n_major,
+                    b: false,
+                },
+            )
+        } else {
+            wgmma_wrapper(
+                p.block_n,
+                self.input,
+                Transposes {
+                    a: false,
+                    b: b_n_major,
+                },
+            )
+        });
         s.push_str(KERNEL_SOURCE);
         s
     }
 }
 
-/// `wgmma_tile(acc, desc_a, desc_b)`: one `wgmma.mma_async m64nBNk16` (16-bit inputs) or
-/// `m64nBNk32` (fp8) with fp32 accumulators, A and B from shared memory (16-bit B N-major when
-/// `b_transposed`; 8-bit operands have no transpose: they are always K-major).
-fn wgmma_wrapper(block_n: u32, input: DType, b_transposed: bool) -> String {
-    let regs = block_n / 2;
+/// Which of wgmma's operands are read MN-major from shared memory (16-bit inputs only).
+#[derive(Clone, Copy, Debug)]
+struct Transposes {
+    a: bool,
+    b: bool,
+}
+
+/// `wgmma_tile(acc, desc_a, desc_b)`: one `wgmma.mma_async m64nNk16` (16-bit inputs) or
+/// `m64nNk32` (fp8) with fp32 accumulators, A and B from shared memory (16-bit operands
+/// MN-major where `transposes` says; 8-bit operands have no transpose: they are always K-major).
+fn wgmma_wrapper(wgmma_n: u32, input: DType, transposes: Transposes) -> String {
+    let regs = wgmma_n / 2;
     let (ty, k) = match input {
         DType::Bf16 => ("bf16", 16),
         DType::E4m3 => ("e4m3", 32),
@@ -203,7 +228,7 @@ fn wgmma_wrapper(block_n: u32, input: DType, b_transposed: bool) -> String {
     let _ = write!(s, "{}", regs + 2);
     let _ = write!(
         s,
-        ", 0;\\nwgmma.mma_async.sync.aligned.m64n{block_n}k{k}.f32.{ty}.{ty} {{"
+        ", 0;\\nwgmma.mma_async.sync.aligned.m64n{wgmma_n}k{k}.f32.{ty}.{ty} {{"
     );
     for i in 0..regs {
         if i > 0 {
@@ -215,7 +240,7 @@ fn wgmma_wrapper(block_n: u32, input: DType, b_transposed: bool) -> String {
     let transposes = if input.is_fp8() {
         String::new()
     } else {
-        format!(", 0, {}", u32::from(b_transposed))
+        format!(", {}, {}", u32::from(transposes.a), u32::from(transposes.b))
     };
     let _ = writeln!(
         s,
@@ -256,7 +281,7 @@ pub(crate) fn fnv1a(parts: &[&[u8]]) -> u64 {
 /// time is part of such a problem's; records of aligned problems do not depend on it.
 pub fn family_hash(repacked: bool) -> String {
     let mut parts: Vec<&[u8]> = Vec::with_capacity(5);
-    let wrapper = wgmma_wrapper(256, DType::Bf16, true);
+    let wrapper = wgmma_wrapper(256, DType::Bf16, Transposes { a: true, b: true });
     let version = GENERATOR_VERSION.to_le_bytes();
     parts.extend([
         KERNEL_SOURCE.as_bytes(),
@@ -290,6 +315,7 @@ pub(crate) fn test_spec(
             cluster_m: 1,
             persistent: false,
             split_k: 1,
+            swap_ab: false,
         },
         input: DType::Bf16,
         output: DType::Bf16,
@@ -307,7 +333,7 @@ mod tests {
 
     #[test]
     fn wrapper_lists_every_accumulator_once() {
-        let w = wgmma_wrapper(256, DType::Bf16, true);
+        let w = wgmma_wrapper(256, DType::Bf16, Transposes { a: false, b: true });
         assert!(w.contains("m64n256k16.f32.bf16.bf16"));
         assert!(w.contains("float (&d)[128]"));
         assert!(w.contains("\"+f\"(d[127])"));
@@ -315,14 +341,21 @@ mod tests {
         // scale-d comes from operand 130, the descriptors are 128 and 129, B transposed.
         assert!(w.contains("setp.ne.b32 p, %130, 0"));
         assert!(w.contains("%128, %129, p, 1, 1, 0, 1;"));
-        let k = wgmma_wrapper(16, DType::F16, false);
+        let k = wgmma_wrapper(16, DType::F16, Transposes { a: false, b: false });
         assert!(k.contains("m64n16k16.f32.f16.f16"));
         assert!(k.contains("%8, %9, p, 1, 1, 0, 0;"));
         // fp8: k32, and no transpose operands (8-bit operands are K-major only).
-        let f = wgmma_wrapper(128, DType::E4m3, false);
+        let f = wgmma_wrapper(128, DType::E4m3, Transposes { a: false, b: false });
         assert!(f.contains("m64n128k32.f32.e4m3.e4m3"));
         assert!(f.contains("%64, %65, p, 1, 1;"));
-        assert!(wgmma_wrapper(64, DType::E5m2, false).contains("m64n64k32.f32.e5m2.e5m2"));
+        assert!(
+            wgmma_wrapper(64, DType::E5m2, Transposes { a: false, b: false })
+                .contains("m64n64k32.f32.e5m2.e5m2")
+        );
+        // The swapped small-M path over row-major B: wgmma's A (B's tile) is N-major.
+        let s = wgmma_wrapper(8, DType::Bf16, Transposes { a: true, b: false });
+        assert!(s.contains("m64n8k16.f32.bf16.bf16"));
+        assert!(s.contains("%4, %5, p, 1, 1, 1, 0;"));
     }
 
     #[test]

@@ -111,6 +111,7 @@ mod tests {
                 cluster_m: 1,
                 persistent: true,
                 split_k: 3,
+                swap_ab: false,
             },
             input: DType::Bf16,
             output: DType::Bf16,

@@ -65,6 +65,7 @@ impl FamilyRules for GenericRules {
                     warps_n: wn,
                     producer_warps: 0,
                     mma,
+                    swap_ab: false,
                 });
             }
         }
@@ -226,6 +227,7 @@ impl FamilyRules for GenericRules {
             cluster_n,
             persistent: false,
             mma,
+            swap_ab: false,
         })
     }
 }

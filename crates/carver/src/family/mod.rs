@@ -89,6 +89,8 @@ pub struct WarpLayout {
     pub warps_n: u32,
     pub producer_warps: u32,
     pub mma: InstructionFamily,
+    /// A and B trade places in the tensor instruction ([`TileConfig::swap_ab`]).
+    pub swap_ab: bool,
 }
 
 /// How global memory reaches shared memory.
@@ -278,6 +280,7 @@ pub fn space(family: &dyn FamilyRules, p: &Problem, arch: &Arch) -> Vec<TileConf
                                             cluster_n,
                                             persistent,
                                             mma: layout.mma,
+                                            swap_ab: layout.swap_ab,
                                         });
                                     }
                                 }
@@ -447,6 +450,7 @@ pub(crate) fn compute_layout(
         warps_n,
         producer_warps: 0,
         mma,
+        swap_ab: false,
     })
 }
 

@@ -4,6 +4,8 @@
 //! tile write fp32 partials that a second kernel sums in a fixed order, so results are
 //! deterministic), over a batch of equally shaped matmuls. Inputs are bf16 or f16
 //! (m64nNk16), or fp8 e4m3 / e5m2 (m64nNk32) with a per-tensor scale: C = alpha * A B.
+//! A small-M path swaps A and B in the wgmma (`swap_ab`): its 64-row slabs run along N and
+//! block M, as few as 8 rows, is its N, so a decode tile does no tensor work past M.
 //! wgmma reads 8-bit operands only K-major, so fp8 needs B stored N x K (`Layout::Col`).
 //!
 //! This module is the single definition of the family's space and legality: the kernel
@@ -37,6 +39,11 @@ pub struct Sm90Rules;
 pub const WARPGROUP_THREADS: u32 = 128;
 /// Rows of one `wgmma` (m64nNk16): each consumer's rows come in slabs of this many.
 pub const WGMMA_ROWS: u32 = 64;
+/// The finest `wgmma` N step (n8): with A and B swapped, block M is a multiple of it.
+pub const WGMMA_N_MIN: u32 = 8;
+/// Block M sizes below one slab that the space offers on the small-M path (A and B swapped);
+/// 64 is offered both ways.
+const SWAPPED_SMALL_BLOCK_MS: [u32; 3] = [8, 16, 32];
 /// The `wgmma` N step: block N is a multiple of it.
 pub const WGMMA_N_STEP: u32 = 16;
 /// Largest block M: at most four 64-row slabs per block.
@@ -45,8 +52,9 @@ pub const MAX_BLOCK_M: u32 = 256;
 pub const MAX_BLOCK_N: u32 = 256;
 /// Consumer warpgroups per block.
 pub const CONSUMERS: RangeInclusive<u32> = 1..=2;
-/// Depths of the shared-memory ring.
-pub const STAGES: RangeInclusive<u32> = 2..=8;
+/// Depths of the shared-memory ring. Small tiles stream with deep rings (cuBLAS's small-M
+/// kernels on the H200 run 12 to 16 stages: `benches/sm90/cublas_kernels.py`).
+pub const STAGES: RangeInclusive<u32> = 2..=16;
 /// CTAs per cluster along M (2: the pair shares B through TMA multicast).
 pub const CLUSTER_M: RangeInclusive<u32> = 1..=2;
 /// Blocks sharing one output tile's K loop (1: no split).
@@ -129,6 +137,21 @@ pub enum Sm90Violation {
     BlockN { block_n: u32 },
 
     #[error(
+        "block_m = {block_m} with A and B swapped (block M is wgmma's N); accepted: a multiple of {WGMMA_N_MIN} up to {MAX_BLOCK_N}"
+    )]
+    SwappedBlockM { block_m: u32 },
+
+    #[error(
+        "block_n = {block_n} with A and B swapped and {consumers} consumer warpgroups (block N is wgmma's rows); accepted: a multiple of {WGMMA_ROWS} x consumers, at most {MAX_BLOCK_M}"
+    )]
+    SwappedBlockN { block_n: u32, consumers: u32 },
+
+    #[error(
+        "cluster_m = {cluster_m} with A and B swapped; accepted: 1 (the small-M path runs without clusters)"
+    )]
+    SwappedCluster { cluster_m: u32 },
+
+    #[error(
         "block_n = {block_n}; row-major B is loaded in {ROW_MAJOR_B_BOX_COLUMNS}-column boxes, so block_n must be a multiple of {ROW_MAJOR_B_BOX_COLUMNS}"
     )]
     RowMajorBlockN { block_n: u32 },
@@ -198,6 +221,11 @@ pub struct Sm90Params {
     /// (Absent from configurations written before split-K existed: 1.)
     #[serde(default = "no_split")]
     pub split_k: u32,
+    /// The small-M path: wgmma's rows run along N (B's tile is its A operand, A's its B
+    /// operand), block M is its N and the consumers share block N. (Absent when false, and from
+    /// configurations written before it existed.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub swap_ab: bool,
 }
 
 fn no_split() -> u32 {
@@ -211,11 +239,13 @@ impl Sm90Params {
             block_n: c.block_n,
             block_k: c.block_k,
             stages: c.stages,
-            consumers: c.warps_m / 4,
+            // A warpgroup's four warps split its 64 wgmma rows: along M, or along N when swapped.
+            consumers: if c.swap_ab { c.warps_n } else { c.warps_m } / 4,
             group_m: c.raster.group,
             cluster_m: c.cluster_m,
             persistent: c.persistent,
             split_k: c.split_k,
+            swap_ab: c.swap_ab,
         }
     }
 
@@ -225,8 +255,16 @@ impl Sm90Params {
             block_n: self.block_n,
             block_k: self.block_k,
             // Saturating: a parsed (untrusted) config may name any count.
-            warps_m: self.consumers.saturating_mul(4),
-            warps_n: 1,
+            warps_m: if self.swap_ab {
+                1
+            } else {
+                self.consumers.saturating_mul(4)
+            },
+            warps_n: if self.swap_ab {
+                self.consumers.saturating_mul(4)
+            } else {
+                1
+            },
             producer_warps: 4,
             stages: self.stages,
             raster: Raster {
@@ -238,17 +276,29 @@ impl Sm90Params {
             cluster_n: 1,
             persistent: self.persistent,
             mma: InstructionFamily::Wgmma,
+            swap_ab: self.swap_ab,
         }
     }
 
-    /// Rows of the tile each consumer warpgroup computes per wgmma slab pass.
-    pub fn rows_per_consumer(self) -> u32 {
-        self.block_m / self.consumers.max(1)
+    /// wgmma's (rows, columns) of the tile: (block M, block N), or (block N, block M) with A
+    /// and B swapped.
+    pub fn wgmma_extent(self) -> (u32, u32) {
+        if self.swap_ab {
+            (self.block_n, self.block_m)
+        } else {
+            (self.block_m, self.block_n)
+        }
     }
 
-    /// fp32 accumulators each consumer thread holds: its rows x block N over the warpgroup.
+    /// wgmma rows of the tile each consumer warpgroup computes (in 64-row slabs).
+    pub fn rows_per_consumer(self) -> u32 {
+        self.wgmma_extent().0 / self.consumers.max(1)
+    }
+
+    /// fp32 accumulators each consumer thread holds: its rows x wgmma's columns over the
+    /// warpgroup.
     pub fn accumulators_per_thread(self) -> u32 {
-        let elements = u64::from(self.rows_per_consumer()) * u64::from(self.block_n);
+        let elements = u64::from(self.rows_per_consumer()) * u64::from(self.wgmma_extent().1);
         u32::try_from(elements / u64::from(WARPGROUP_THREADS)).unwrap_or(u32::MAX)
     }
 
@@ -310,16 +360,20 @@ impl Sm90Params {
             });
         }
         let slab = WGMMA_ROWS * self.consumers;
-        if self.block_m == 0 || self.block_m % slab != 0 || self.block_m > MAX_BLOCK_M {
-            return Err(Sm90Violation::BlockM {
-                block_m: self.block_m,
-                consumers: self.consumers,
-            });
-        }
-        if self.block_n == 0 || self.block_n % WGMMA_N_STEP != 0 || self.block_n > MAX_BLOCK_N {
-            return Err(Sm90Violation::BlockN {
-                block_n: self.block_n,
-            });
+        if self.swap_ab {
+            self.check_swapped_blocks(slab)?;
+        } else {
+            if self.block_m == 0 || self.block_m % slab != 0 || self.block_m > MAX_BLOCK_M {
+                return Err(Sm90Violation::BlockM {
+                    block_m: self.block_m,
+                    consumers: self.consumers,
+                });
+            }
+            if self.block_n == 0 || self.block_n % WGMMA_N_STEP != 0 || self.block_n > MAX_BLOCK_N {
+                return Err(Sm90Violation::BlockN {
+                    block_n: self.block_n,
+                });
+            }
         }
         if self.block_n % block_n_step(layout_b) != 0 {
             return Err(Sm90Violation::RowMajorBlockN {
@@ -354,6 +408,28 @@ impl Sm90Params {
         let accumulators = self.accumulators_per_thread();
         if accumulators > MAX_ACCUMULATORS {
             return Err(Sm90Violation::Accumulators { accumulators });
+        }
+        Ok(())
+    }
+
+    /// The block rules of the small-M path, where block N holds wgmma's 64-row slabs (`slab`
+    /// rows per consumer pass) and block M is wgmma's N.
+    fn check_swapped_blocks(self, slab: u32) -> Result<(), Sm90Violation> {
+        if self.block_m == 0 || self.block_m % WGMMA_N_MIN != 0 || self.block_m > MAX_BLOCK_N {
+            return Err(Sm90Violation::SwappedBlockM {
+                block_m: self.block_m,
+            });
+        }
+        if self.block_n == 0 || self.block_n % slab != 0 || self.block_n > MAX_BLOCK_M {
+            return Err(Sm90Violation::SwappedBlockN {
+                block_n: self.block_n,
+                consumers: self.consumers,
+            });
+        }
+        if self.cluster_m != 1 {
+            return Err(Sm90Violation::SwappedCluster {
+                cluster_m: self.cluster_m,
+            });
         }
         Ok(())
     }
@@ -463,8 +539,9 @@ impl FamilyRules for Sm90Rules {
 
     fn block_sizes(&self, p: &Problem, _arch: &Arch) -> [Vec<u32>; 3] {
         [
-            (1..=MAX_BLOCK_M / WGMMA_ROWS)
-                .map(|slabs| slabs * WGMMA_ROWS)
+            SWAPPED_SMALL_BLOCK_MS
+                .into_iter()
+                .chain((1..=MAX_BLOCK_M / WGMMA_ROWS).map(|slabs| slabs * WGMMA_ROWS))
                 .collect(),
             (1..=MAX_BLOCK_N / WGMMA_N_STEP)
                 .map(|i| i * WGMMA_N_STEP)
@@ -474,22 +551,33 @@ impl FamilyRules for Sm90Rules {
         ]
     }
 
+    /// Consumers along M (wgmma slabs of block M); for tiles of at most one slab, also the
+    /// small-M path: A and B swapped, the consumers along N.
     fn warp_layouts(
         &self,
         block_m: u32,
-        _block_n: u32,
+        block_n: u32,
         _p: &Problem,
         _arch: &Arch,
     ) -> Vec<WarpLayout> {
-        CONSUMERS
+        let layout = |consumers: u32, swap_ab: bool| WarpLayout {
+            warps_m: if swap_ab { 1 } else { 4 * consumers },
+            warps_n: if swap_ab { 4 * consumers } else { 1 },
+            producer_warps: 4,
+            mma: InstructionFamily::Wgmma,
+            swap_ab,
+        };
+        let along_m = CONSUMERS
             .filter(|&c| block_m % (WGMMA_ROWS * c) == 0)
-            .map(|c| WarpLayout {
-                warps_m: 4 * c,
-                warps_n: 1,
-                producer_warps: 4,
-                mma: InstructionFamily::Wgmma,
+            .map(|c| layout(c, false));
+        let swapped = CONSUMERS
+            .filter(|&c| {
+                block_m <= WGMMA_ROWS
+                    && block_m % WGMMA_N_MIN == 0
+                    && block_n % (WGMMA_ROWS * c) == 0
             })
-            .collect()
+            .map(|c| layout(c, true));
+        along_m.chain(swapped).collect()
     }
 
     fn stage_range(&self) -> (u32, u32) {
@@ -530,10 +618,15 @@ impl FamilyRules for Sm90Rules {
 
     fn check_rules(&self, c: &TileConfig, p: &Problem, _arch: &Arch) -> Result<(), ConfigError> {
         // What Sm90Params cannot express would be lost by `from_tile`: reject it first.
+        let (along, across) = if c.swap_ab {
+            (c.warps_n, c.warps_m)
+        } else {
+            (c.warps_m, c.warps_n)
+        };
         let expressible = c.mma == InstructionFamily::Wgmma
-            && c.warps_n == 1
+            && across == 1
             && c.producer_warps == 4
-            && c.warps_m % 4 == 0
+            && along % 4 == 0
             && c.cluster_n == 1;
         if !expressible {
             return Err(Sm90Violation::NotExpressible.into());
@@ -590,9 +683,12 @@ mod tests {
                 .collect();
             assert!(!space.is_empty());
             for params in space {
-                // Only the accumulator budget may reject a point of the space.
+                // Only the accumulator budget, and clusters on the small-M path (the space
+                // walks clusters for every layout), may reject a point of the space.
                 match params.check(p.a, p.c, p.layout_b) {
-                    Ok(()) | Err(Sm90Violation::Accumulators { .. }) => {}
+                    Ok(())
+                    | Err(Sm90Violation::Accumulators { .. })
+                    | Err(Sm90Violation::SwappedCluster { .. }) => {}
                     Err(v) => panic!("{params:?}: {v}"),
                 }
             }
@@ -611,6 +707,7 @@ mod tests {
             cluster_m: 2,
             persistent: true,
             split_k: 1,
+            swap_ab: false,
         };
         let check = |p: Sm90Params| p.check(DType::Bf16, DType::Bf16, Layout::Row);
         assert_eq!(check(ok), Ok(()));
@@ -667,8 +764,8 @@ mod tests {
                 },
             ),
             (
-                Sm90Params { stages: 9, ..ok },
-                Sm90Violation::Stages { stages: 9 },
+                Sm90Params { stages: 17, ..ok },
+                Sm90Violation::Stages { stages: 17 },
             ),
             (Sm90Params { group_m: 0, ..ok }, Sm90Violation::GroupM),
             (
@@ -694,7 +791,7 @@ mod tests {
     fn messages_say_what_is_accepted() {
         let texts = [
             Sm90Violation::Consumers { consumers: 3 }.to_string(),
-            Sm90Violation::Stages { stages: 9 }.to_string(),
+            Sm90Violation::Stages { stages: 17 }.to_string(),
             Sm90Violation::ClusterM { cluster_m: 4 }.to_string(),
             Sm90Violation::BlockK {
                 block_k: 32,
@@ -704,7 +801,7 @@ mod tests {
             Sm90Violation::Accumulators { accumulators: 256 }.to_string(),
         ];
         assert_eq!(texts[0], "3 consumer warpgroups; accepted: 1 to 2");
-        assert_eq!(texts[1], "stages = 9; accepted: 2 to 8");
+        assert_eq!(texts[1], "stages = 17; accepted: 2 to 16");
         assert_eq!(
             texts[2],
             "cluster_m = 4; accepted: clusters of 1 to 2 CTAs along M"
@@ -734,6 +831,7 @@ mod tests {
             cluster_m: 1,
             persistent: false,
             split_k: 1,
+            swap_ab: false,
         };
         let res = Sm90Rules.resources(&params.to_tile(), &p);
         assert_eq!(res.smem_bytes, 4 * (128 + 256) * 64 * 2 + 1024);

@@ -174,6 +174,7 @@ impl FamilyRules for TileLangRules {
             cluster_n: 1,
             persistent: false,
             mma: layout.mma,
+            swap_ab: false,
         })
     }
 }

@@ -233,6 +233,7 @@ impl FamilyRules for TritonRules {
             cluster_n: 1,
             persistent: false,
             mma: layout.mma,
+            swap_ab: false,
         })
     }
 }

@@ -143,6 +143,7 @@ pub(crate) fn tile_of(
         cluster_n: 1,
         persistent: false,
         mma: layout.mma,
+        swap_ab: false,
     })
 }
 
