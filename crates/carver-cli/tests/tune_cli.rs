@@ -676,7 +676,8 @@ fn on_a_hopper_gpu_fp8_matches_the_reference() {
 /// The small-M path (A and B swapped in the wgmma: block M of 8 to 64 is its N) against the
 /// reference: decode and ragged M across several tile rows, rows of C on 16-, 4- and 2-byte
 /// boundaries (N = 1000, 1002, 1001), one and two consumers, both B layouts, splits, persistent
-/// grids, a batch, bf16, f16 and fp8 e4m3 with its scale.
+/// grids, clusters of two sharing B (one CTA past M when M fits one tile), a batch, bf16, f16 and
+/// fp8 e4m3 with its scale.
 #[cfg(feature = "gpu")]
 #[test]
 fn on_a_hopper_gpu_the_small_m_path_matches_the_reference() {
@@ -689,24 +690,29 @@ fn on_a_hopper_gpu_the_small_m_path_matches_the_reference() {
         return;
     }
     let kernels = KernelCache::new(cache.path()).unwrap();
-    let swapped = |block_m, block_n, stages, consumers, persistent, split_k, block_k| {
+    let swapped = |block_m, block_n, stages, consumers, cluster_m, persistent, split_k, block_k| {
         carver::family::Sm90Params {
             swap_ab: true,
             block_k,
-            ..sm90_params(block_m, block_n, stages, consumers, 1, persistent, split_k)
+            ..sm90_params(
+                block_m, block_n, stages, consumers, cluster_m, persistent, split_k,
+            )
         }
     };
     let sixteen_bit = [
-        swapped(8, 128, 12, 1, false, 1, 64),
-        swapped(16, 256, 6, 2, true, 1, 64),
-        swapped(32, 128, 8, 2, false, 3, 64),
-        swapped(64, 64, 6, 1, true, 4, 64),
-        swapped(64, 256, 4, 2, false, 1, 64),
+        swapped(8, 128, 12, 1, 1, false, 1, 64),
+        swapped(16, 256, 6, 2, 1, true, 1, 64),
+        swapped(32, 128, 8, 2, 1, false, 3, 64),
+        swapped(64, 64, 6, 1, 1, true, 4, 64),
+        swapped(64, 256, 4, 2, 1, false, 1, 64),
+        swapped(64, 128, 8, 1, 2, false, 1, 64),
+        swapped(32, 256, 6, 2, 2, true, 2, 64),
     ];
     let fp8 = [
-        swapped(8, 128, 8, 1, false, 2, 128),
-        swapped(32, 256, 4, 2, true, 1, 128),
-        swapped(16, 64, 10, 1, false, 1, 128),
+        swapped(8, 128, 8, 1, 1, false, 2, 128),
+        swapped(32, 256, 4, 2, 1, true, 1, 128),
+        swapped(16, 64, 10, 1, 1, false, 1, 128),
+        swapped(64, 128, 6, 1, 2, true, 1, 128),
     ];
     // (m, n, k, batch, B layout, input, output, configs)
     let problems = [

@@ -118,6 +118,21 @@ fn representative() -> Vec<KernelSpec> {
         }
         v.push(s);
     }
+    // The small-M path with clusters of two sharing B's tile.
+    for (shape, layout, input) in [
+        ((64, 128, 8, 1), Layout::Row, DType::Bf16),
+        ((32, 256, 6, 2), Layout::Col, DType::Bf16),
+        ((64, 128, 6, 1), Layout::Col, DType::E4m3),
+    ] {
+        let mut s = spec(shape, true, layout, input);
+        s.params.swap_ab = true;
+        s.params.cluster_m = 2;
+        if input.is_fp8() {
+            s.params.block_k = 128;
+            s.output = DType::Bf16;
+        }
+        v.push(s);
+    }
     v
 }
 

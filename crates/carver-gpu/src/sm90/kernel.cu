@@ -24,7 +24,8 @@
 //                       and A's tile its B operand, so BM (8 to 256, a multiple of 8) is
 //                       wgmma's N and a decode tile does no MMA work on rows past M. The
 //                       consumers split BN; the epilogue stores straight from registers
-//                       (C is small when M is), and clusters are not used.
+//                       (C is small when M is). A cluster of 2 shares B's tile between two
+//                       tiles of M as it does without the swap (B's tile is laid out alike).
 //   OUT_BF16            1: C is bf16; 0: C is f16
 //
 // Structure: warpgroup 0 is the producer; one elected thread issues TMA loads (128-byte swizzle)
@@ -92,9 +93,6 @@ struct __align__(64) TmaMap {
 #if SWAP_AB
 #if BM % 8 != 0 || BM > 256
 #error "with SWAP_AB, BM is wgmma's N: a multiple of 8 up to 256"
-#endif
-#if CLUSTER_M != 1
-#error "SWAP_AB runs without clusters"
 #endif
 #elif BN % 16 != 0 || BN > 256
 #error "BN must be a multiple of 16 up to 256"

@@ -147,11 +147,6 @@ pub enum Sm90Violation {
     SwappedBlockN { block_n: u32, consumers: u32 },
 
     #[error(
-        "cluster_m = {cluster_m} with A and B swapped; accepted: 1 (the small-M path runs without clusters)"
-    )]
-    SwappedCluster { cluster_m: u32 },
-
-    #[error(
         "block_n = {block_n}; row-major B is loaded in {ROW_MAJOR_B_BOX_COLUMNS}-column boxes, so block_n must be a multiple of {ROW_MAJOR_B_BOX_COLUMNS}"
     )]
     RowMajorBlockN { block_n: u32 },
@@ -426,11 +421,6 @@ impl Sm90Params {
                 consumers: self.consumers,
             });
         }
-        if self.cluster_m != 1 {
-            return Err(Sm90Violation::SwappedCluster {
-                cluster_m: self.cluster_m,
-            });
-        }
         Ok(())
     }
 
@@ -683,12 +673,9 @@ mod tests {
                 .collect();
             assert!(!space.is_empty());
             for params in space {
-                // Only the accumulator budget, and clusters on the small-M path (the space
-                // walks clusters for every layout), may reject a point of the space.
+                // Only the accumulator budget may reject a point of the space.
                 match params.check(p.a, p.c, p.layout_b) {
-                    Ok(())
-                    | Err(Sm90Violation::Accumulators { .. })
-                    | Err(Sm90Violation::SwappedCluster { .. }) => {}
+                    Ok(()) | Err(Sm90Violation::Accumulators { .. }) => {}
                     Err(v) => panic!("{params:?}: {v}"),
                 }
             }
