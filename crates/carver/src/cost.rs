@@ -366,8 +366,6 @@ pub struct Pricer<'a> {
     repack_time: f64,
     /// Whether every K step's product is scaled before it is accumulated ([`Pricer::with_block_scales`]).
     block_scales: bool,
-    /// The family's largest cluster along M and along N (the most sharing any of its configs has).
-    widest_clusters: (u32, u32),
 }
 
 impl<'a> Pricer<'a> {
@@ -405,10 +403,6 @@ impl<'a> Pricer<'a> {
                 f64::from(r.kernels) * EXTRA_KERNEL_US * 1e-6 + r.bytes / arch.dram_bandwidth()
             },
             block_scales: false,
-            widest_clusters: family
-                .clusters()
-                .iter()
-                .fold((1, 1), |(m, n), &(cm, cn)| (m.max(cm), n.max(cn))),
         })
     }
 
@@ -555,7 +549,7 @@ impl<'a> Pricer<'a> {
         let flops_per_iter = 2.0 * bm * bn * bk;
         let smem_per_iter = (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e;
         let single_rate = peak / sms * mma_efficiency(c.mma, arch, c.compute_warps(), has_wgmma);
-        let l2_mainloop = self.l2_mainloop_bytes(tiles_m, tiles_n, (c.cluster_m, c.cluster_n));
+        let l2_mainloop = self.l2_mainloop_bytes(tiles_m, tiles_n);
         let block_iters = (tiles * u64::from(c.split_k) * iters) as f64;
         let (a_panel, b_panel) = panel_bytes(p, c.block_m, c.block_n);
         let (a_line, b_line) = line_efficiencies(p, arch, c.block_m, c.block_n, c.block_k);
@@ -676,7 +670,7 @@ impl<'a> Pricer<'a> {
         self.bound_of(BoundParts {
             compute: busiest_blocks * (flops_per_block / best_rate + staged_per_block),
             smem: busiest_blocks * smem_per_block / self.smem_bw_sm,
-            l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n, self.widest_clusters),
+            l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n),
             dram_floor: self.dram_floor_bytes(
                 (tiles_m, tiles_n),
                 (a_panel, b_panel),
@@ -715,20 +709,10 @@ impl<'a> Pricer<'a> {
     }
 
     /// Bytes the main loop reads from L2: every tile column reads all of A, every tile row all
-    /// of B, except that the CTAs of a cluster share by multicast what they have in common (a
-    /// cluster along M its B tile, one along N its A tile): one L2 read fills every CTA's shared
-    /// memory (CUDA programming guide, "Distributed Shared Memory"; PTX ISA,
-    /// `cp.async.bulk.tensor` `.multicast::cluster`).
-    fn l2_mainloop_bytes(
-        &self,
-        tiles_m: u64,
-        tiles_n: u64,
-        (cluster_m, cluster_n): (u32, u32),
-    ) -> f64 {
+    /// of B.
+    fn l2_mainloop_bytes(&self, tiles_m: u64, tiles_n: u64) -> f64 {
         let (m, n, k) = (self.p.m as f64, self.p.n as f64, self.p.k as f64);
-        let a_reads = tiles_n as f64 / f64::from(cluster_n.max(1));
-        let b_reads = tiles_m as f64 / f64::from(cluster_m.max(1));
-        (a_reads * m * k + b_reads * k * n) * self.e * self.batch
+        (tiles_n as f64 * m * k + tiles_m as f64 * k * n) * self.e * self.batch
     }
 
     /// The fewest bytes of A and B any launch order can pull from DRAM: every (A, B) panel
