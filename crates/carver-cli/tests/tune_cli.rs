@@ -673,7 +673,7 @@ fn on_a_hopper_gpu_fp8_matches_the_reference() {
     assert!(said.contains("layout `rc`"), "{}", said);
 }
 
-/// The small-M path (A and B swapped in the wgmma: block M of 8 to 64 is its N) against the
+/// The swapped path (A and B swapped in the wgmma: block M of 8 to 256 is its N) against the
 /// reference: decode and ragged M across several tile rows, rows of C on 16-, 4- and 2-byte
 /// boundaries (N = 1000, 1002, 1001), one and two consumers, both B layouts, splits, persistent
 /// grids, clusters of two sharing B (one CTA past M when M fits one tile), a batch, bf16, f16 and
@@ -707,6 +707,8 @@ fn on_a_hopper_gpu_the_small_m_path_matches_the_reference() {
         swapped(64, 256, 4, 2, 1, false, 1, 64),
         swapped(64, 128, 8, 1, 2, false, 1, 64),
         swapped(32, 256, 6, 2, 2, true, 2, 64),
+        swapped(80, 192, 6, 1, 2, false, 1, 64),
+        swapped(176, 128, 5, 2, 1, true, 2, 64),
     ];
     let fp8 = [
         swapped(8, 128, 8, 1, 1, false, 2, 128),

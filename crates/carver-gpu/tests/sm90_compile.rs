@@ -118,11 +118,16 @@ fn representative() -> Vec<KernelSpec> {
         }
         v.push(s);
     }
-    // The small-M path with clusters of two sharing B's tile.
+    // The swapped path with clusters of two sharing B's tile, and with block M past one slab
+    // (80, 160, 176 and 256 rows as wgmma's N).
     for (shape, layout, input) in [
         ((64, 128, 8, 1), Layout::Row, DType::Bf16),
         ((32, 256, 6, 2), Layout::Col, DType::Bf16),
         ((64, 128, 6, 1), Layout::Col, DType::E4m3),
+        ((80, 192, 6, 1), Layout::Row, DType::Bf16),
+        ((160, 128, 6, 2), Layout::Row, DType::Bf16),
+        ((176, 128, 5, 2), Layout::Col, DType::F16),
+        ((256, 128, 4, 2), Layout::Row, DType::Bf16),
     ] {
         let mut s = spec(shape, true, layout, input);
         s.params.swap_ab = true;

@@ -41,9 +41,9 @@ pub const WARPGROUP_THREADS: u32 = 128;
 pub const WGMMA_ROWS: u32 = 64;
 /// The finest `wgmma` N step (n8): with A and B swapped, block M is a multiple of it.
 pub const WGMMA_N_MIN: u32 = 8;
-/// Block M sizes below one slab that the space offers on the small-M path (A and B swapped);
-/// 64 is offered both ways.
-const SWAPPED_SMALL_BLOCK_MS: [u32; 3] = [8, 16, 32];
+/// Block M on the swapped path (block M is wgmma's N) steps by this from 16 to 256, beside 8:
+/// tiles that fit a mid M (80, 96, 160 rows, ...) without computing rows past it.
+const SWAPPED_BLOCK_M_STEP: u32 = 16;
 /// The `wgmma` N step: block N is a multiple of it.
 pub const WGMMA_N_STEP: u32 = 16;
 /// Largest block M: at most four 64-row slabs per block.
@@ -529,9 +529,9 @@ impl FamilyRules for Sm90Rules {
 
     fn block_sizes(&self, p: &Problem, _arch: &Arch) -> [Vec<u32>; 3] {
         [
-            SWAPPED_SMALL_BLOCK_MS
-                .into_iter()
-                .chain((1..=MAX_BLOCK_M / WGMMA_ROWS).map(|slabs| slabs * WGMMA_ROWS))
+            // Every block M of the swapped path; the multiples of 64 serve both layouts.
+            std::iter::once(WGMMA_N_MIN)
+                .chain((1..=MAX_BLOCK_N / SWAPPED_BLOCK_M_STEP).map(|i| i * SWAPPED_BLOCK_M_STEP))
                 .collect(),
             (1..=MAX_BLOCK_N / WGMMA_N_STEP)
                 .map(|i| i * WGMMA_N_STEP)
@@ -541,8 +541,8 @@ impl FamilyRules for Sm90Rules {
         ]
     }
 
-    /// Consumers along M (wgmma slabs of block M); for tiles of at most one slab, also the
-    /// small-M path: A and B swapped, the consumers along N.
+    /// Consumers along M (wgmma slabs of block M), and the swapped path (A and B swapped in the
+    /// wgmma, the consumers along N) for every block M that is a wgmma N.
     fn warp_layouts(
         &self,
         block_m: u32,
@@ -562,7 +562,7 @@ impl FamilyRules for Sm90Rules {
             .map(|c| layout(c, false));
         let swapped = CONSUMERS
             .filter(|&c| {
-                block_m <= WGMMA_ROWS
+                block_m <= MAX_BLOCK_N
                     && block_m % WGMMA_N_MIN == 0
                     && block_n % (WGMMA_ROWS * c) == 0
             })
