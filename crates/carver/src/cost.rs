@@ -709,7 +709,10 @@ impl<'a> Pricer<'a> {
     }
 
     /// Bytes the main loop reads from L2: every tile column reads all of A, every tile row all
-    /// of B.
+    /// of B. A cluster's TMA multicast, which reads L2 once for every CTA it fills, is not
+    /// counted as saving any: measured cuda-sm90 configs in clusters of two ran 2-5% slower than
+    /// their twins without one, and crediting it took top-8 slots from the faster twins
+    /// (docs/RESULTS.md, "Swapped tiles past one slab").
     fn l2_mainloop_bytes(&self, tiles_m: u64, tiles_n: u64) -> f64 {
         let (m, n, k) = (self.p.m as f64, self.p.n as f64, self.p.k as f64);
         (tiles_n as f64 * m * k + tiles_m as f64 * k * n) * self.e * self.batch
