@@ -118,6 +118,16 @@ fn representative() -> Vec<KernelSpec> {
         }
         v.push(s);
     }
+    // At the swapped budget with split-K (96 per thread), where more spilled: two slabs each.
+    for (shape, layout) in [
+        ((96, 256, 4, 2), Layout::Row),
+        ((96, 128, 6, 1), Layout::Col),
+    ] {
+        let mut s = spec(shape, false, layout, DType::Bf16);
+        s.params.swap_ab = true;
+        s.params.split_k = 2;
+        v.push(s);
+    }
     // The swapped path with clusters of two sharing B's tile, and with block M past one slab
     // (80, 160, 176 and 256 rows as wgmma's N).
     for (shape, layout, input) in [
@@ -128,6 +138,9 @@ fn representative() -> Vec<KernelSpec> {
         ((160, 128, 6, 2), Layout::Row, DType::Bf16),
         ((176, 128, 5, 2), Layout::Col, DType::F16),
         ((256, 128, 4, 2), Layout::Row, DType::Bf16),
+        // At the swapped accumulator budget (128 per thread), one consumer and two.
+        ((128, 128, 5, 1), Layout::Row, DType::Bf16),
+        ((128, 256, 4, 2), Layout::Col, DType::Bf16),
     ] {
         let mut s = spec(shape, true, layout, input);
         s.params.swap_ab = true;

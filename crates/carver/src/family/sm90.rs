@@ -73,6 +73,13 @@ pub const CONSUMER_REGISTER_CAP: u32 = 232;
 pub const REGISTER_RESERVE: u32 = 40;
 /// Most fp32 accumulators one consumer thread can hold under the cap.
 pub const MAX_ACCUMULATORS: u32 = CONSUMER_REGISTER_CAP - REGISTER_RESERVE;
+/// Most fp32 accumulators per consumer thread with A and B swapped, whose epilogue stores its
+/// values one at a time (each with its own address), and with split-K as well. Compiled with
+/// NVRTC 13.0 for sm_90a, every swapped configuration of 16-256 rows, block N 64-256, one or two
+/// consumers, with and without a split of 2, both B layouts (280 of them, 2026-11-25): none at or
+/// under these spilled; 128 with a split, and 144 or more without, did for some tiles.
+pub const MAX_SWAPPED_ACCUMULATORS: u32 = 128;
+pub const MAX_SWAPPED_SPLIT_ACCUMULATORS: u32 = 96;
 /// Shared memory beside the ring: two 8-byte mbarriers (full, empty) per stage, padded to the
 /// 1 KiB alignment the 128-byte swizzle needs for the ring.
 pub const BARRIER_BYTES: u64 = 1024;
@@ -190,6 +197,11 @@ pub enum Sm90Violation {
         "each consumer thread would hold {accumulators} fp32 accumulators; at most {MAX_ACCUMULATORS} fit under the {CONSUMER_REGISTER_CAP}-register cap"
     )]
     Accumulators { accumulators: u32 },
+
+    #[error(
+        "with A and B swapped each consumer thread would hold {accumulators} fp32 accumulators; at most {limit} compile without spilling registers ({MAX_SWAPPED_ACCUMULATORS}, or {MAX_SWAPPED_SPLIT_ACCUMULATORS} with split-K: the swapped epilogue stores its values one at a time)"
+    )]
+    SwappedAccumulators { accumulators: u32, limit: u32 },
 
     /// A tile the family's parameters cannot express: other warp arrangements, clusters along N.
     #[error(
@@ -403,6 +415,19 @@ impl Sm90Params {
         let accumulators = self.accumulators_per_thread();
         if accumulators > MAX_ACCUMULATORS {
             return Err(Sm90Violation::Accumulators { accumulators });
+        }
+        if self.swap_ab {
+            let limit = if self.split_k > 1 {
+                MAX_SWAPPED_SPLIT_ACCUMULATORS
+            } else {
+                MAX_SWAPPED_ACCUMULATORS
+            };
+            if accumulators > limit {
+                return Err(Sm90Violation::SwappedAccumulators {
+                    accumulators,
+                    limit,
+                });
+            }
         }
         Ok(())
     }
@@ -673,9 +698,11 @@ mod tests {
                 .collect();
             assert!(!space.is_empty());
             for params in space {
-                // Only the accumulator budget may reject a point of the space.
+                // Only the accumulator budgets may reject a point of the space.
                 match params.check(p.a, p.c, p.layout_b) {
-                    Ok(()) | Err(Sm90Violation::Accumulators { .. }) => {}
+                    Ok(())
+                    | Err(Sm90Violation::Accumulators { .. })
+                    | Err(Sm90Violation::SwappedAccumulators { .. }) => {}
                     Err(v) => panic!("{params:?}: {v}"),
                 }
             }
@@ -767,6 +794,75 @@ mod tests {
         for (params, violation) in cases {
             assert_eq!(check(params), Err(violation), "{params:?}");
         }
+        // The swapped path: block M is wgmma's N (multiples of 8), block N its 64-row slabs per
+        // consumer, and a tighter accumulator budget (its epilogue stores element by element).
+        let swapped = Sm90Params {
+            block_m: 80,
+            block_n: 128,
+            swap_ab: true,
+            ..ok
+        };
+        assert_eq!(check(swapped), Ok(()));
+        let swapped_cases = [
+            (
+                Sm90Params {
+                    block_m: 12,
+                    ..swapped
+                },
+                Sm90Violation::SwappedBlockM { block_m: 12 },
+            ),
+            (
+                Sm90Params {
+                    block_m: 264,
+                    ..swapped
+                },
+                Sm90Violation::SwappedBlockM { block_m: 264 },
+            ),
+            (
+                Sm90Params {
+                    block_n: 64,
+                    ..swapped
+                },
+                Sm90Violation::SwappedBlockN {
+                    block_n: 64,
+                    consumers: 2,
+                },
+            ),
+            (
+                Sm90Params {
+                    block_m: 144,
+                    consumers: 1,
+                    ..swapped
+                },
+                Sm90Violation::SwappedAccumulators {
+                    accumulators: 144,
+                    limit: MAX_SWAPPED_ACCUMULATORS,
+                },
+            ),
+            (
+                Sm90Params {
+                    block_m: 112,
+                    consumers: 1,
+                    split_k: 2,
+                    ..swapped
+                },
+                Sm90Violation::SwappedAccumulators {
+                    accumulators: 112,
+                    limit: MAX_SWAPPED_SPLIT_ACCUMULATORS,
+                },
+            ),
+        ];
+        for (params, violation) in swapped_cases {
+            assert_eq!(check(params), Err(violation), "{params:?}");
+        }
+        assert!(
+            Sm90Violation::SwappedAccumulators {
+                accumulators: 144,
+                limit: 128
+            }
+            .to_string()
+            .contains("at most 128 compile without spilling")
+        );
         // Column-major B only needs the wgmma step.
         assert_eq!(
             Sm90Params { block_n: 144, ..ok }.check(DType::Bf16, DType::F16, Layout::Col),
