@@ -118,10 +118,10 @@ fn representative() -> Vec<KernelSpec> {
         }
         v.push(s);
     }
-    // At the swapped budget with split-K (96 per thread), where more spilled: two slabs each.
+    // At the swapped multi-slab budgets with split-K: 96 (two consumers), 112 (one).
     for (shape, layout) in [
         ((96, 256, 4, 2), Layout::Row),
-        ((96, 128, 6, 1), Layout::Col),
+        ((112, 128, 6, 1), Layout::Col),
     ] {
         let mut s = spec(shape, false, layout, DType::Bf16);
         s.params.swap_ab = true;
@@ -138,8 +138,8 @@ fn representative() -> Vec<KernelSpec> {
         ((160, 128, 6, 2), Layout::Row, DType::Bf16),
         ((176, 128, 5, 2), Layout::Col, DType::F16),
         ((256, 128, 4, 2), Layout::Row, DType::Bf16),
-        // At the swapped accumulator budget (128 per thread), one consumer and two.
-        ((128, 128, 5, 1), Layout::Row, DType::Bf16),
+        // At the swapped multi-slab budgets without split-K: 144 (one consumer), 128 (two).
+        ((144, 128, 5, 1), Layout::Row, DType::Bf16),
         ((128, 256, 4, 2), Layout::Col, DType::Bf16),
     ] {
         let mut s = spec(shape, true, layout, input);
