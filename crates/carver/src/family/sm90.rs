@@ -41,9 +41,14 @@ pub const WARPGROUP_THREADS: u32 = 128;
 pub const WGMMA_ROWS: u32 = 64;
 /// The finest `wgmma` N step (n8): with A and B swapped, block M is a multiple of it.
 pub const WGMMA_N_MIN: u32 = 8;
-/// Block M on the swapped path (block M is wgmma's N) steps by this from 16 to 256, beside 8:
-/// tiles that fit a mid M (80, 96, 160 rows, ...) without computing rows past it.
+/// Block M on the swapped path (block M is wgmma's N) is a multiple of this (beside 8), so that
+/// a tile can fit a mid M (80, 96, 160 rows, ...) without computing rows past it.
 const SWAPPED_BLOCK_M_STEP: u32 = 16;
+/// The small tiles the swapped path always offers (decode and small M).
+const SWAPPED_SMALL_BLOCK_MS: [u32; 4] = [8, 16, 32, 48];
+/// The swapped path also offers the tiles that split M into this many or fewer equal rows of
+/// tiles (rounded up to the step): each wastes less than one step of rows.
+const SWAPPED_FITTED_TILE_ROWS: u64 = 4;
 /// The `wgmma` N step: block N is a multiple of it.
 pub const WGMMA_N_STEP: u32 = 16;
 /// Largest block M: at most four 64-row slabs per block.
@@ -97,6 +102,20 @@ fn block_n_step(layout_b: Layout) -> u32 {
         Layout::Row => ROW_MAJOR_B_BOX_COLUMNS,
         Layout::Col => WGMMA_N_STEP,
     }
+}
+
+/// Block M sizes the swapped path offers for `m` rows besides the multiples of 64 (which serve
+/// both layouts): the small tiles, and those that split `m` into 1 to
+/// [`SWAPPED_FITTED_TILE_ROWS`] equal tile rows.
+fn swapped_block_ms(m: u64) -> Vec<u32> {
+    let step = u64::from(SWAPPED_BLOCK_M_STEP);
+    let fitted = (1..=SWAPPED_FITTED_TILE_ROWS).filter_map(|rows| {
+        let block = m.div_ceil(rows).div_ceil(step) * step;
+        u32::try_from(block)
+            .ok()
+            .filter(|&b| b <= MAX_BLOCK_N && b > *SWAPPED_SMALL_BLOCK_MS.last().unwrap_or(&0))
+    });
+    SWAPPED_SMALL_BLOCK_MS.into_iter().chain(fitted).collect()
 }
 
 /// Leading dimension, in elements, the kernel reads an operand with whose rows hold `cols`
@@ -562,9 +581,11 @@ impl FamilyRules for Sm90Rules {
 
     fn block_sizes(&self, p: &Problem, _arch: &Arch) -> [Vec<u32>; 3] {
         [
-            // Every block M of the swapped path; the multiples of 64 serve both layouts.
-            std::iter::once(WGMMA_N_MIN)
-                .chain((1..=MAX_BLOCK_N / SWAPPED_BLOCK_M_STEP).map(|i| i * SWAPPED_BLOCK_M_STEP))
+            swapped_block_ms(p.m)
+                .into_iter()
+                .chain((1..=MAX_BLOCK_M / WGMMA_ROWS).map(|slabs| slabs * WGMMA_ROWS))
+                .collect::<std::collections::BTreeSet<u32>>()
+                .into_iter()
                 .collect(),
             (1..=MAX_BLOCK_N / WGMMA_N_STEP)
                 .map(|i| i * WGMMA_N_STEP)
@@ -951,6 +972,22 @@ mod tests {
         assert_eq!(res.registers_per_thread, 128 + 40);
         assert_eq!(params.accumulators_per_thread(), 128);
         assert_eq!(params.threads(), 384);
+    }
+
+    #[test]
+    fn swapped_tiles_fit_m_in_up_to_four_tile_rows() {
+        // 160 rows: one tile of 160, two of 80, three of 54 -> 64, four of 40 (under 48: the
+        // small tiles cover it).
+        assert_eq!(swapped_block_ms(160), vec![8, 16, 32, 48, 160, 80, 64]);
+        // 1537 rows need more than four tiles of at most 256: only the small tiles.
+        assert_eq!(swapped_block_ms(1537), vec![8, 16, 32, 48]);
+        assert_eq!(swapped_block_ms(1), vec![8, 16, 32, 48]);
+        let p = problem(333, 4096, 4096, Layout::Row);
+        let arch = HardwareDb::embedded().unwrap().get("h100").unwrap().clone();
+        let [ms, _, _] = Sm90Rules.block_sizes(&p, &arch);
+        // 333 rows: one tile would be 336 (past 256); 176 (two), 112 (three), 96 (four), with
+        // the small tiles and the multiples of 64.
+        assert_eq!(ms, vec![8, 16, 32, 48, 64, 96, 112, 128, 176, 192, 256]);
     }
 
     #[test]
