@@ -56,6 +56,7 @@ class_methods!(Tile {
     cluster_m: u32,
     cluster_n: u32,
     persistent: bool,
+    swap_ab: bool,
 }
 
     /// Tile rows per launch-order group (1 = no grouping).

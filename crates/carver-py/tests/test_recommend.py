@@ -54,6 +54,20 @@ def test_typed_attributes_are_the_dicts_fields():
         assert "time_us" in repr(h)
 
 
+def test_swapped_tiles_say_so():
+    # Decode on carver's own Hopper family takes the swapped path (A and B trade places in the
+    # wgmma): `swap_ab` is in the tile and the native config; a large shape's top-1 is not swapped.
+    decode = carver.recommend(1, 12288, 4096, arch="h100", target="cuda-sm90", topk=1)[0]
+    assert decode.tile.swap_ab is True
+    assert decode.to_dict()["tile"]["swap_ab"] is True and decode.config["swap_ab"] is True
+    assert decode.tile.block_m < 64 and decode.tile.warps_m == 1
+    large = carver.recommend(4096, 4096, 4096, arch="h100", target="cuda-sm90", topk=1)[0]
+    assert large.tile.swap_ab is False
+    # Absent from the JSON when false, as before the field existed.
+    assert "swap_ab" not in large.to_dict()["tile"] and "swap_ab" not in large.config
+    assert carver.recommend(64, 64, 64, target="triton", topk=1)[0].tile.swap_ab is False
+
+
 def test_a_list_of_shapes_equals_a_shapes_file(cli_json):
     path = REPO / "eval" / "dev-shapes.json"
     code, doc, err = cli_json("recommend", "--shapes", str(path), "--arch", "h100,a100",

@@ -31,6 +31,7 @@ class Tile:
     cluster_m: int
     cluster_n: int
     persistent: bool
+    swap_ab: bool
     group: int
     raster_order: str
     mma: str
