@@ -177,25 +177,11 @@ impl KernelSpec {
         // macro-free function that only needs built-in types.
         // Row-major B is N-major: transposed for wgmma, as whichever operand it is.
         let b_n_major = self.layout_b == Layout::Row;
-        s.push_str(&if p.swap_ab {
-            wgmma_wrapper(
-                p.block_m,
-                self.input,
-                Transposes {
-                    a: b_n_major,
-                    b: false,
-                },
-            )
-        } else {
-            wgmma_wrapper(
-                p.block_n,
-                self.input,
-                Transposes {
-                    a: false,
-                    b: b_n_major,
-                },
-            )
-        });
+        let transposes = Transposes {
+            a: p.swap_ab && b_n_major,
+            b: !p.swap_ab && b_n_major,
+        };
+        s.push_str(&wgmma_wrapper(p.wgmma_extent().1, self.input, transposes));
         s.push_str(KERNEL_SOURCE);
         s
     }

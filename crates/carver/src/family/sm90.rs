@@ -260,6 +260,23 @@ fn no_split() -> u32 {
     1
 }
 
+/// The generic tile's `(warps_m, warps_n)` for `consumers` warpgroups: each warpgroup's four
+/// warps split 64 wgmma rows, which run along M, or along N when A and B are swapped.
+fn warp_grid(consumers: u32, swap_ab: bool) -> (u32, u32) {
+    // Saturating: a parsed (untrusted) config may name any count.
+    let warps = consumers.saturating_mul(4);
+    if swap_ab { (1, warps) } else { (warps, 1) }
+}
+
+/// [`warp_grid`] read back: `(warps along the wgmma rows, warps across them)` of a generic tile.
+fn warps_along_rows(c: &TileConfig) -> (u32, u32) {
+    if c.swap_ab {
+        (c.warps_n, c.warps_m)
+    } else {
+        (c.warps_m, c.warps_n)
+    }
+}
+
 impl Sm90Params {
     pub fn from_tile(c: &TileConfig) -> Self {
         Self {
@@ -267,8 +284,7 @@ impl Sm90Params {
             block_n: c.block_n,
             block_k: c.block_k,
             stages: c.stages,
-            // A warpgroup's four warps split its 64 wgmma rows: along M, or along N when swapped.
-            consumers: if c.swap_ab { c.warps_n } else { c.warps_m } / 4,
+            consumers: warps_along_rows(c).0 / 4,
             group_m: c.raster.group,
             cluster_m: c.cluster_m,
             persistent: c.persistent,
@@ -278,21 +294,13 @@ impl Sm90Params {
     }
 
     pub fn to_tile(self) -> TileConfig {
+        let (warps_m, warps_n) = warp_grid(self.consumers, self.swap_ab);
         TileConfig {
             block_m: self.block_m,
             block_n: self.block_n,
             block_k: self.block_k,
-            // Saturating: a parsed (untrusted) config may name any count.
-            warps_m: if self.swap_ab {
-                1
-            } else {
-                self.consumers.saturating_mul(4)
-            },
-            warps_n: if self.swap_ab {
-                self.consumers.saturating_mul(4)
-            } else {
-                1
-            },
+            warps_m,
+            warps_n,
             producer_warps: 4,
             stages: self.stages,
             raster: Raster {
@@ -604,12 +612,15 @@ impl FamilyRules for Sm90Rules {
         _p: &Problem,
         _arch: &Arch,
     ) -> Vec<WarpLayout> {
-        let layout = |consumers: u32, swap_ab: bool| WarpLayout {
-            warps_m: if swap_ab { 1 } else { 4 * consumers },
-            warps_n: if swap_ab { 4 * consumers } else { 1 },
-            producer_warps: 4,
-            mma: InstructionFamily::Wgmma,
-            swap_ab,
+        let layout = |consumers: u32, swap_ab: bool| {
+            let (warps_m, warps_n) = warp_grid(consumers, swap_ab);
+            WarpLayout {
+                warps_m,
+                warps_n,
+                producer_warps: 4,
+                mma: InstructionFamily::Wgmma,
+                swap_ab,
+            }
         };
         let along_m = CONSUMERS
             .filter(|&c| block_m % (WGMMA_ROWS * c) == 0)
@@ -662,11 +673,7 @@ impl FamilyRules for Sm90Rules {
 
     fn check_rules(&self, c: &TileConfig, p: &Problem, _arch: &Arch) -> Result<(), ConfigError> {
         // What Sm90Params cannot express would be lost by `from_tile`: reject it first.
-        let (along, across) = if c.swap_ab {
-            (c.warps_n, c.warps_m)
-        } else {
-            (c.warps_m, c.warps_n)
-        };
+        let (along, across) = warps_along_rows(c);
         let expressible = c.mma == InstructionFamily::Wgmma
             && across == 1
             && c.producer_warps == 4
