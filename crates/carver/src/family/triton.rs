@@ -120,8 +120,12 @@ impl FamilyRules for TritonRules {
         let threads = c.threads();
         let vector_rows = c.block_m + c.block_n - paths.staged_rows(c.block_m, c.block_n);
         let vectors = (u64::from(vector_rows) * u64::from(c.block_k) * e).div_ceil(16);
-        // A 64-bit pointer per 16-byte vector; staged element-wise, a pointer and a value per element.
-        let load_regs = 3 * staged_elements_per_thread(c, paths)
+        // A 64-bit pointer per 16-byte vector. Staged element-wise, a value and a 32-bit offset per
+        // element (the upper half of the address is shared): with that count, carver's blocks per
+        // SM match Triton 3.6's sm_90 binaries on 963 of 1089 wgmma configs with A or B staged,
+        // against 599 of 811 with a 64-bit pointer each (docs/RESULTS.md, "Registers of a staged
+        // operand"; `benches/triton/compile_sweep.py` compiles them without a GPU).
+        let load_regs = 2 * staged_elements_per_thread(c, paths)
             + (2 * vectors.div_ceil(u64::from(threads))).min(64) as u32;
         let operand_regs = match c.mma {
             InstructionFamily::MmaSync => {
