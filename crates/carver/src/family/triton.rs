@@ -8,7 +8,6 @@ use super::compute_layout;
 use super::{
     ConfigError, Family, FamilyRules, LoadPath, LoadPaths, ProblemRejected, Resources,
     SplitKReduction, WarpLayout, accumulator_registers, field_u32, leading_dims_divisible,
-    staged_elements_per_thread,
 };
 use crate::dtype::DType;
 use crate::problem::Problem;
@@ -18,6 +17,19 @@ pub struct TritonRules;
 
 const BLOCKS: [u32; 5] = [16, 32, 64, 128, 256];
 const WARPS: [u32; 4] = [1, 2, 4, 8];
+
+/// Registers a thread holds per element of A staged through registers: the value and a 32-bit
+/// offset (the upper half of the address is shared). With this count carver's blocks per SM
+/// match Triton 3.6's sm_90 binaries on 353 of 454 wgmma configs with A staged, against 229 of
+/// 321 with a 64-bit pointer per element, and the picks it brings measured 0.85-0.97 of the
+/// exhaustive best where the old count's were 0.70-0.80 (docs/RESULTS.md, "Registers of a
+/// staged operand").
+const STAGED_A_REGISTERS: u32 = 2;
+/// Per element of B staged through registers: the value and a 64-bit pointer. Triton 3.6 compiles
+/// B-staged tiles to more registers than their A-staged twins (256x64x64 with 4 warps: 255
+/// against 237), and at 2 per element B-staged tiles near the register cap were picked and ran
+/// at 0.73 of their prediction (same section).
+const STAGED_B_REGISTERS: u32 = 3;
 
 impl TritonRules {
     /// Triton specializes integer arguments on divisibility by 16 (elements); only an operand
@@ -120,12 +132,14 @@ impl FamilyRules for TritonRules {
         let threads = c.threads();
         let vector_rows = c.block_m + c.block_n - paths.staged_rows(c.block_m, c.block_n);
         let vectors = (u64::from(vector_rows) * u64::from(c.block_k) * e).div_ceil(16);
-        // A 64-bit pointer per 16-byte vector. Staged element-wise, a value and a 32-bit offset per
-        // element (the upper half of the address is shared): with that count, carver's blocks per
-        // SM match Triton 3.6's sm_90 binaries on 963 of 1089 wgmma configs with A or B staged,
-        // against 599 of 811 with a 64-bit pointer each (docs/RESULTS.md, "Registers of a staged
-        // operand"; `benches/triton/compile_sweep.py` compiles them without a GPU).
-        let load_regs = 2 * staged_elements_per_thread(c, paths)
+        // A 64-bit pointer per 16-byte vector, and registers for each element staged through
+        // registers.
+        let staged_elements = |path: LoadPath, rows: u32| match path {
+            LoadPath::Registers => (rows * c.block_k).div_ceil(threads),
+            LoadPath::CpAsync | LoadPath::Tma => 0,
+        };
+        let load_regs = STAGED_A_REGISTERS * staged_elements(paths.a, c.block_m)
+            + STAGED_B_REGISTERS * staged_elements(paths.b, c.block_n)
             + (2 * vectors.div_ceil(u64::from(threads))).min(64) as u32;
         let operand_regs = match c.mma {
             InstructionFamily::MmaSync => {
