@@ -152,6 +152,13 @@ impl LoadPaths {
     }
 }
 
+/// The split-K factors the recommender offers a family whose kernel splits K into any number of
+/// contiguous runs (where the tiles alone leave SMs idle: `policy`). Not only powers of two: a
+/// grid of 40 tiles fills one wave of 132 SMs with 3 splits, and the next power of two leaves
+/// most of a second wave idle (`exaone32b.down.m256`, docs/RESULTS.md, "Registers of a staged
+/// operand").
+pub(crate) const SPLIT_K_FACTORS: [u32; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
+
 /// How partial sums of a split-K launch are combined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

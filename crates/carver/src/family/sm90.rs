@@ -64,8 +64,6 @@ pub const STAGES: RangeInclusive<u32> = 2..=16;
 pub const CLUSTER_M: RangeInclusive<u32> = 1..=2;
 /// Blocks sharing one output tile's K loop (1: no split).
 pub const SPLIT_K: RangeInclusive<u32> = 1..=16;
-/// The splits the recommender offers (where the tiles alone leave SMs idle: `policy`).
-const SPLIT_KS: [u32; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
 /// Bytes of one block-K row in the 128-byte swizzle TMA uses: block K x element size.
 pub const SWIZZLE_BYTES: u32 = 128;
 /// Columns of one TMA box of row-major B (N contiguous): 128 bytes, the swizzle span, of 16-bit
@@ -644,7 +642,7 @@ impl FamilyRules for Sm90Rules {
     }
 
     fn split_ks(&self) -> &'static [u32] {
-        &SPLIT_KS
+        &super::SPLIT_K_FACTORS
     }
 
     fn clusters(&self) -> &'static [(u32, u32)] {

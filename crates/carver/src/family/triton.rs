@@ -102,7 +102,7 @@ impl FamilyRules for TritonRules {
     }
 
     fn split_ks(&self) -> &'static [u32] {
-        &[1, 2, 4, 8, 16]
+        &super::SPLIT_K_FACTORS
     }
 
     fn load_paths(&self, problem: &Problem, _arch: &Arch) -> LoadPaths {
