@@ -20,6 +20,7 @@ Needs only the `triton` package (CPU); torch is not imported for compiling.
 
 import argparse
 import concurrent.futures
+import functools
 import gzip
 import json
 import os
@@ -52,6 +53,7 @@ def kernel_fn():
     return matmul_kernel
 
 
+@functools.cache
 def cuobjdump():
     import triton
 
@@ -131,7 +133,8 @@ def main():
     t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         for shape in shapes:
-            # GROUP_SIZE_M only changes the program-id arithmetic, not the loop: one per binary.
+            # GROUP_SIZE_M only changes the program-id arithmetic, not the main loop: one config
+            # per main loop (tile, split or not, warps, stages).
             configs, seen = [], set()
             for c in space.reference_space(shape["M"], shape["N"], shape["K"])[0]:
                 kw = c["kwargs"]

@@ -155,8 +155,8 @@ impl LoadPaths {
 /// The split-K factors the recommender offers a family whose kernel splits K into any number of
 /// contiguous runs (where the tiles alone leave SMs idle: `policy`). Not only powers of two: a
 /// grid of 40 tiles fills one wave of 132 SMs with 3 splits, and the next power of two leaves
-/// most of a second wave idle (`exaone32b.down.m256`, docs/RESULTS.md, "Registers of a staged
-/// operand").
+/// most of a second wave idle (`exaone32b.down.m256`; docs/RESULTS.md, "Split-K 3, 6 and 12 for
+/// Triton").
 pub(crate) const SPLIT_K_FACTORS: [u32; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
 
 /// How partial sums of a split-K launch are combined.
@@ -431,6 +431,23 @@ pub(crate) fn leading_dims_divisible(problem: &Problem, multiple_elems: u64) -> 
 /// Elements one thread stages through registers per main-loop iteration.
 pub(crate) fn staged_elements_per_thread(config: &TileConfig, paths: LoadPaths) -> u32 {
     (paths.staged_rows(config.block_m, config.block_n) * config.block_k).div_ceil(config.threads())
+}
+
+/// Elements of A, and of B, one thread stages through registers per main-loop iteration (0 for
+/// an operand loaded in vectors).
+pub(crate) fn staged_elements_per_operand(config: &TileConfig, paths: LoadPaths) -> (u32, u32) {
+    let a = LoadPaths {
+        b: LoadPath::CpAsync,
+        ..paths
+    };
+    let b = LoadPaths {
+        a: LoadPath::CpAsync,
+        ..paths
+    };
+    (
+        staged_elements_per_thread(config, a),
+        staged_elements_per_thread(config, b),
+    )
 }
 
 /// The usual arrangement of `warps` compute warps over a block: wgmma warpgroups when the arch has

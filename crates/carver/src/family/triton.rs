@@ -8,6 +8,7 @@ use super::compute_layout;
 use super::{
     ConfigError, Family, FamilyRules, LoadPath, LoadPaths, ProblemRejected, Resources,
     SplitKReduction, WarpLayout, accumulator_registers, field_u32, leading_dims_divisible,
+    staged_elements_per_operand,
 };
 use crate::dtype::DType;
 use crate::problem::Problem;
@@ -21,9 +22,8 @@ const WARPS: [u32; 4] = [1, 2, 4, 8];
 /// Registers a thread holds per element of A staged through registers: the value and a 32-bit
 /// offset (the upper half of the address is shared). With this count carver's blocks per SM
 /// match Triton 3.6's sm_90 binaries on 353 of 454 wgmma configs with A staged, against 229 of
-/// 321 with a 64-bit pointer per element, and the picks it brings measured 0.85-0.97 of the
-/// exhaustive best where the old count's were 0.70-0.80 (docs/RESULTS.md, "Registers of a
-/// staged operand").
+/// 321 with a 64-bit pointer per element, and the A-staged shapes' top-1 went from 0.70-0.81 of
+/// the exhaustive best to 0.83-0.97 (docs/RESULTS.md, "Registers of a staged operand").
 const STAGED_A_REGISTERS: u32 = 2;
 /// Per element of B staged through registers: the value and a 64-bit pointer. Triton 3.6 compiles
 /// B-staged tiles to more registers than their A-staged twins (256x64x64 with 4 warps: 255
@@ -134,12 +134,9 @@ impl FamilyRules for TritonRules {
         let vectors = (u64::from(vector_rows) * u64::from(c.block_k) * e).div_ceil(16);
         // A 64-bit pointer per 16-byte vector, and registers for each element staged through
         // registers.
-        let staged_elements = |path: LoadPath, rows: u32| match path {
-            LoadPath::Registers => (rows * c.block_k).div_ceil(threads),
-            LoadPath::CpAsync | LoadPath::Tma => 0,
-        };
-        let load_regs = STAGED_A_REGISTERS * staged_elements(paths.a, c.block_m)
-            + STAGED_B_REGISTERS * staged_elements(paths.b, c.block_n)
+        let (staged_a, staged_b) = staged_elements_per_operand(c, paths);
+        let load_regs = STAGED_A_REGISTERS * staged_a
+            + STAGED_B_REGISTERS * staged_b
             + (2 * vectors.div_ceil(u64::from(threads))).min(64) as u32;
         let operand_regs = match c.mma {
             InstructionFamily::MmaSync => {
