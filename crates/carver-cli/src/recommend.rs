@@ -263,6 +263,17 @@ fn order_note(ranks: &[usize]) -> String {
     )
 }
 
+/// What `REGS a~b` means: users would otherwise take the row's blocks per SM as the estimate's.
+fn hedge_note(ranks: &[usize]) -> String {
+    format!(
+        "  note: {} {} a hedge on the register estimate (REGS estimate~assumed): priced as if\n  \
+         the compiler fits the assumed registers, one block more per SM, as it does for many\n  \
+         configs this close to the limit. Rank 1 is never a hedge.",
+        rank_list(ranks),
+        if ranks.len() > 1 { "are" } else { "is" }
+    )
+}
+
 fn print_tables(results: &[RecommendResult], explain: bool) {
     for (i, r) in results.iter().enumerate() {
         if i > 0 {
@@ -316,7 +327,10 @@ fn print_tables(results: &[RecommendResult], explain: bool) {
                     format!("{:.0}", p.tflops),
                     p.bound.as_str().to_string(),
                     p.smem_bytes.to_string(),
-                    p.registers_per_thread.to_string(),
+                    match p.hedged_registers {
+                        Some(hedged) => format!("{}~{hedged}", p.registers_per_thread),
+                        None => p.registers_per_thread.to_string(),
+                    },
                     p.blocks_per_sm.to_string(),
                     format!("{:.2}", p.waves),
                 ]
@@ -335,6 +349,15 @@ fn print_tables(results: &[RecommendResult], explain: bool) {
         let unordered = out_of_order(&r.hints);
         if !unordered.is_empty() {
             println!("{}", order_note(&unordered));
+        }
+        let hedges: Vec<usize> = r
+            .hints
+            .iter()
+            .filter(|h| h.prediction.hedged_registers.is_some())
+            .map(|h| h.rank)
+            .collect();
+        if !hedges.is_empty() {
+            println!("{}", hedge_note(&hedges));
         }
         if explain {
             for h in &r.hints {

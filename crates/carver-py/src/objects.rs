@@ -153,6 +153,13 @@ class_methods!(Prediction {
         self.0.bound.as_str()
     }
 
+    /// On a hedge of the ranking, the registers per thread its time assumes (fewer than the
+    /// estimate `registers_per_thread`, one block more per SM); else None.
+    #[getter]
+    fn hedged_registers(&self) -> Option<u32> {
+        self.0.hedged_registers
+    }
+
     #[getter]
     fn breakdown(&self) -> Breakdown {
         Breakdown(self.0.breakdown.clone())

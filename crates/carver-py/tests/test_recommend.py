@@ -135,11 +135,34 @@ def test_numpy_like_integers_are_sizes():
 
 
 def test_price_gives_the_recommendations_own_prediction():
-    hints = carver.recommend(1024, 2048, 4096, target="triton")
-    priced = carver.price(1024, 2048, 4096, [h.config for h in hints], target="triton")
-    assert [p.to_dict()["prediction"] for p in priced] == [h.to_dict()["prediction"] for h in hints]
-    assert all(p.ok and p.error is None and p.time_us == h.time_us for p, h in zip(priced, hints))
-    assert priced[0].tile == hints[0].tile and priced[0].config == hints[0].config
+    for m, n, k in [(1024, 2048, 4096), (1536, 4096, 1201)]:
+        hints = carver.recommend(m, n, k, target="triton", arch="h200")
+        priced = carver.price(m, n, k, [h.config for h in hints], target="triton", arch="h200")
+        assert all(p.ok and p.error is None for p in priced)
+        assert priced[0].tile == hints[0].tile and priced[0].config == hints[0].config
+        for p, h in zip(priced, hints):
+            if h.prediction.hedged_registers is None:
+                assert p.to_dict()["prediction"] == h.to_dict()["prediction"] and p.time_us == h.time_us
+            else:
+                # price() prices as estimated; the hedge assumed one block more per SM.
+                assert p.prediction.hedged_registers is None
+                assert p.prediction.registers_per_thread == h.prediction.registers_per_thread
+                assert p.prediction.blocks_per_sm == h.prediction.blocks_per_sm - 1
+
+
+def test_register_hedges_say_so():
+    # holdout9's odd.k1201 on the H200 (A staged): 64x256x64 with 8 warps is estimated at 136
+    # registers (one block per SM) and compiled at 126 (two); the top-8 hedges it at 128.
+    hints = carver.recommend(1536, 4096, 1201, target="triton", arch="h200")
+    assert hints[0].prediction.hedged_registers is None
+    hedge = [h for h in hints if h.config["kwargs"]["BLOCK_SIZE_N"] == 256 and h.config["num_warps"] == 8
+             and h.config["kwargs"]["BLOCK_SIZE_K"] == 64 and h.config["num_stages"] == 3]
+    assert len(hedge) == 1
+    p = hedge[0].prediction
+    assert (p.registers_per_thread, p.hedged_registers, p.blocks_per_sm) == (136, 128, 2)
+    assert hedge[0].to_dict()["prediction"]["hedged_registers"] == 128
+    # Absent from the JSON when there is no hedge, as before the field existed.
+    assert "hedged_registers" not in hints[0].to_dict()["prediction"]
 
 
 def test_price_reports_an_illegal_config_in_place():

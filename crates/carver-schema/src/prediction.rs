@@ -83,6 +83,11 @@ pub struct Prediction {
     pub smem_bytes: u64,
     /// Registers per thread the family's kernel is expected to use.
     pub registers_per_thread: u32,
+    /// Present on a hedge of the ranking: the registers per thread its time assumes, fewer than
+    /// `registers_per_thread` (the estimate) but within the estimate's measured error, so that
+    /// `blocks_per_sm` is one block more than the estimate allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedged_registers: Option<u32>,
     /// Threads per block.
     pub threads: u32,
     /// Blocks resident on one SM at once.

@@ -53,6 +53,7 @@ fn triton_hint(rank: usize, repack_us: f64) -> Hint {
             bound: Bound::L2,
             smem_bytes: 196608,
             registers_per_thread: 232,
+            hedged_registers: None,
             threads: 256,
             blocks_per_sm: 1,
             grid: 512,

@@ -82,6 +82,15 @@ pub fn blocks_per_sm(config: &TileConfig, res: Resources, arch: &Arch) -> u32 {
     (smem as u32).min(regs).min(threads).min(arch.sm.max_blocks)
 }
 
+/// The most registers per thread with which `blocks` blocks of `config` fit on one SM by the
+/// register file (0 when not even one register does).
+pub fn registers_for_blocks(config: &TileConfig, arch: &Arch, blocks: u32) -> u32 {
+    let unit = arch.registers.allocation_unit.max(1);
+    let warps = (config.threads() / arch.sm.warp_size).max(1);
+    let per_warp = arch.registers.per_sm / (blocks.max(1) * warps) / unit * unit;
+    (per_warp / arch.sm.warp_size.max(1)).min(arch.registers.per_thread_max)
+}
+
 /// Tiles the grid runs: a cluster spans `cluster_m x cluster_n` tiles, so the grid rounds the
 /// tile rows and columns up to whole clusters, and the CTAs past the matrix edge still run their
 /// main loop (their loads are zero-filled, their multicast halves are needed by their partners).
@@ -465,6 +474,7 @@ impl<'a> Pricer<'a> {
             bound,
             smem_bytes: res.smem_bytes,
             registers_per_thread: res.registers_per_thread,
+            hedged_registers: None,
             threads: c.threads(),
             blocks_per_sm: g.blocks_per_sm,
             grid: g.grid,

@@ -66,7 +66,13 @@ pub fn recommend_hints(
     let window = rank::window_for(family, &problem, arch);
     Ok(rank::select(&all, topk, window)
         .into_iter()
-        .filter_map(|c| Some((pricer.predict(&c.tile, c.res)?, c)))
+        .filter_map(|c| {
+            let mut prediction = pricer.predict(&c.tile, c.priced_resources())?;
+            // A hedge reports the estimate beside the registers its time assumes.
+            prediction.registers_per_thread = c.res.registers_per_thread;
+            prediction.hedged_registers = c.hedged_registers;
+            Some((prediction, c))
+        })
         .enumerate()
         .map(|(i, (prediction, c))| Hint {
             rank: i + 1,

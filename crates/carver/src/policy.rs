@@ -35,7 +35,9 @@ use carver_arch::{Arch, InstructionFamily};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::cost::{Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters};
+use crate::cost::{
+    Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters, registers_for_blocks,
+};
 use crate::dtype::Layout;
 use crate::family::{FamilyRules, Resources, WarpLayout, check_config, check_fits};
 use crate::problem::Problem;
@@ -133,6 +135,100 @@ pub fn candidates_for_topk(
     }
     let variants = depth_variants(&search, &out);
     out.extend(variants);
+    let hedges = register_hedges(&search, &out);
+    out.extend(hedges);
+    out
+}
+
+/// Configurations whose register estimate is within its measured error of fitting one more
+/// block per SM, priced as if that block fits: the hedges a top-k ranking may spend a slot on.
+///
+/// A compiler's register count is only known after compiling, and a block more per SM can
+/// change a tile's time by a third (docs/RESULTS.md, "Hedging the register estimate"). For each
+/// structure the search priced, the deepest pipeline at which one more block would fit by shared
+/// memory, where only the estimate's excess keeps it out, is priced at that occupancy; it is
+/// kept when it lands within the ranking's diversity window of the fastest prediction. The
+/// ranking never makes a hedge its first pick (`rank::select`).
+fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
+    let Search {
+        pricer,
+        family,
+        p,
+        arch,
+        window,
+        ..
+    } = *search;
+    let best = candidates
+        .iter()
+        .map(|c| c.time_us)
+        .fold(f64::INFINITY, f64::min);
+    let limit = best * (1.0 + window);
+    let shallowest = family.stage_range().0;
+    let mut out = Vec::new();
+    for c in candidates.iter().filter(|c| !c.depth_variant) {
+        let Some(margin) = family.register_estimate_margin(&c.tile, p) else {
+            continue;
+        };
+        // Registers do not depend on the depth: the block more that registers keep out is the
+        // same at every depth, and worth looking for only within the margin and the grid.
+        let by_registers = blocks_per_sm(
+            &c.tile,
+            Resources {
+                smem_bytes: 0,
+                ..c.res
+            },
+            arch,
+        );
+        let wanted = registers_for_blocks(&c.tile, arch, by_registers + 1);
+        if f64::from(c.res.registers_per_thread) > f64::from(wanted) * margin {
+            continue;
+        }
+        let terms = pricer.terms(&c.tile);
+        let usable = pricer.usable_occupancy(&terms, &c.tile);
+        if by_registers >= usable {
+            continue;
+        }
+        for stages in (shallowest..=c.tile.stages).rev() {
+            let tile = TileConfig { stages, ..c.tile };
+            let Ok(res) = check_config(family, &tile, p, arch) else {
+                continue;
+            };
+            let estimated = blocks_per_sm(&tile, res, arch);
+            if estimated >= usable {
+                break;
+            }
+            let registers = registers_for_blocks(&tile, arch, estimated + 1);
+            let hedged = Resources {
+                registers_per_thread: registers,
+                ..res
+            };
+            if blocks_per_sm(&tile, hedged, arch) <= estimated {
+                // Shared memory keeps the block out at this depth: try a shallower one.
+                continue;
+            }
+            // One more block only if the estimate's excess is within its error.
+            // A configuration already offered (a structure or a depth variant) is not offered
+            // again.
+            if f64::from(res.registers_per_thread) > f64::from(registers) * margin
+                || candidates.iter().any(|o| o.tile == tile)
+            {
+                break;
+            }
+            if let Some(time) = pricer.time_with(&terms, &tile, estimated + 1) {
+                let time_us = time * 1e6;
+                if time_us <= limit && time_us < c.time_us {
+                    out.push(Candidate {
+                        tile,
+                        res,
+                        time_us,
+                        depth_variant: false,
+                        hedged_registers: Some(registers),
+                    });
+                }
+            }
+            break;
+        }
+    }
     out
 }
 
@@ -180,6 +276,7 @@ fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
                     res,
                     time_us: time * 1e6,
                     depth_variant: true,
+                    hedged_registers: None,
                 });
             }
         }
@@ -503,6 +600,7 @@ fn best_stages(
                 res,
                 time_us,
                 depth_variant: false,
+                hedged_registers: None,
             };
             best = Some((candidate, occupancy));
         }

@@ -66,6 +66,9 @@ pub struct Prediction {
     pub bound: Bound,
     pub smem_bytes: u64,
     pub registers_per_thread: u32,
+    /// Set on a hedge of the ranking (`policy::register_hedges`): the registers per thread the
+    /// time assumes, fewer than the estimate above, so that one more block fits per SM.
+    pub hedged_registers: Option<u32>,
     pub threads: u32,
     pub blocks_per_sm: u32,
     pub grid: u64,

@@ -23,6 +23,20 @@ pub struct Candidate {
     /// A shallower pipeline depth the policy added for a structure it also offers at the depth
     /// the model prefers (`policy::DEPTH_VARIANTS`).
     pub depth_variant: bool,
+    /// A hedge on the family's register estimate (`policy::register_hedges`): the registers per
+    /// thread its time assumes, fewer than `res` estimates but within the estimate's measured
+    /// error, so that one more block fits per SM. `None` for a configuration priced as estimated.
+    pub hedged_registers: Option<u32>,
+}
+
+impl Candidate {
+    /// The resources its time was priced with: the estimate, or the hedge's registers.
+    pub fn priced_resources(&self) -> Resources {
+        Resources {
+            registers_per_thread: self.hedged_registers.unwrap_or(self.res.registers_per_thread),
+            ..self.res
+        }
+    }
 }
 
 /// How far behind the best a prediction may be and still be picked for diversity: the spread of
@@ -203,9 +217,17 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
     // (Variants without any structure, which the policy never hands over, rank as structures.)
     let any_structure = all.iter().any(|c| !c.depth_variant);
     let apart = |i: usize| any_structure && all[i].depth_variant;
+    // Register hedges (priced at an occupancy the estimate does not promise) compete in the
+    // window like structures, but neither set its bounds nor take the first pick, nor fill
+    // slots past it. (Hedges alone, which the policy never hands over, rank as structures.)
+    let any_estimated = all
+        .iter()
+        .any(|c| !c.depth_variant && c.hedged_registers.is_none());
+    let hedge = |i: usize| any_estimated && all[i].hedged_registers.is_some();
     let structural: Vec<usize> = (0..all.len()).filter(|&i| !apart(i)).collect();
-    let k = topk.min(structural.len());
-    let mut scratch: Vec<u64> = structural.iter().map(|&i| bits[i]).collect();
+    let estimated: Vec<usize> = structural.iter().copied().filter(|&i| !hedge(i)).collect();
+    let k = topk.min(estimated.len());
+    let mut scratch: Vec<u64> = estimated.iter().map(|&i| bits[i]).collect();
     let (faster, &mut kth_bits, _) = scratch.select_nth_unstable(k - 1);
     let best = from_ordered_bits(faster.iter().copied().fold(kth_bits, u64::min));
     let limit = ordered_bits(window_limit(best, from_ordered_bits(kth_bits), window));
@@ -216,6 +238,7 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
         .filter(|&i| bits[i] <= limit)
         .collect();
     let first_slot = (0..window.len())
+        .filter(|&slot| !hedge(window[slot]))
         .min_by(|&a, &b| before(window[a], window[b]))
         .expect("the fastest candidate is within the limit");
     let signatures: Vec<[u16; 8]> = window.iter().map(|&i| signature(&all[i])).collect();
@@ -238,7 +261,7 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
         .filter(|&i| apart(i) && bits[i] <= limit)
         .collect();
     variants.sort_unstable_by(|&a, &b| before(a, b));
-    let mut beyond: Vec<usize> = structural
+    let mut beyond: Vec<usize> = estimated
         .iter()
         .copied()
         .filter(|&i| bits[i] > limit && bits[i] <= kth_bits)
@@ -359,6 +382,7 @@ mod tests {
             },
             time_us,
             depth_variant: variant,
+            hedged_registers: None,
         }
     }
 

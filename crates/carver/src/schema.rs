@@ -84,6 +84,7 @@ impl From<&Prediction> for carver_schema::Prediction {
             bound: p.bound.into(),
             smem_bytes: p.smem_bytes,
             registers_per_thread: p.registers_per_thread,
+            hedged_registers: p.hedged_registers,
             threads: p.threads,
             blocks_per_sm: p.blocks_per_sm,
             grid: p.grid,

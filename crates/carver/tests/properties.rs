@@ -113,9 +113,11 @@ proptest! {
         }
         for bigger in [faster_memory(arch, 2.0), more_sms] {
             for h in &base {
+                // Both priced as estimated (a register hedge's hint assumes one more block).
+                let (_, before) = carver::predict_native(&tpl, arch, &h.config).unwrap();
                 let (_, p) = carver::predict_native(&tpl, &bigger, &h.config).unwrap();
-                prop_assert!(p.time_us <= h.prediction.time_us * (1.0 + 1e-9),
-                    "{}: {} > {}", h.config, p.time_us, h.prediction.time_us);
+                prop_assert!(p.time_us <= before.time_us * (1.0 + 1e-9),
+                    "{}: {} > {}", h.config, p.time_us, before.time_us);
             }
             let best = recommend_hints(&tpl, &bigger, TopK::new(1).unwrap()).unwrap()[0].prediction.time_us;
             prop_assert!(best <= base[0].prediction.time_us * 1.01 + 1e-9);
@@ -167,6 +169,8 @@ proptest! {
         let tpl = template(m, n, k, t, DType::F16, b_col);
         let Ok(problem) = tpl.validate(arch) else { return Ok(()) };
         let all = carver::policy::candidates_for_topk(t.rules(), &problem, arch, Some(8));
+        // Register hedges have their own invariant (`register_hedges_assume_one_more_block`).
+        let all: Vec<_> = all.into_iter().filter(|c| c.hedged_registers.is_none()).collect();
         let structure = |c: &carver::policy::Candidate| TileConfig { stages: 0, ..c.tile };
         for c in &all {
             let twins: Vec<_> = all.iter().filter(|o| structure(o) == structure(c)).collect();
@@ -177,6 +181,42 @@ proptest! {
             if let Some(deeper) = deeper {
                 prop_assert!(deeper.time_us <= c.time_us,
                     "variant {:?} ({} us) beats its structure ({} us)", c.tile, c.time_us, deeper.time_us);
+            }
+        }
+    }
+
+    /// A register hedge is a configuration the family's estimate keeps one block per SM short,
+    /// by no more than the family's measured error: its time assumes exactly one more block,
+    /// beats its structure's own, and it is never the first pick.
+    #[test]
+    fn register_hedges_assume_one_more_block(m in dim(), n in dim(), k in dim(), t in target(),
+                                             key in arch_key(), b_col in any::<bool>()) {
+        let db = db();
+        let arch = db.get(key).unwrap();
+        let tpl = template(m, n, k, t, DType::F16, b_col);
+        let Ok(problem) = tpl.validate(arch) else { return Ok(()) };
+        let family = t.rules();
+        let all = carver::policy::candidates_for_topk(family, &problem, arch, Some(8));
+        for c in all.iter().filter(|c| c.hedged_registers.is_some()) {
+            let assumed = c.hedged_registers.unwrap();
+            let margin = family.register_estimate_margin(&c.tile, &problem);
+            prop_assert!(margin.is_some(), "{:?} hedged by a family without a margin", c.tile);
+            prop_assert!(assumed < c.res.registers_per_thread);
+            prop_assert!(f64::from(c.res.registers_per_thread) <= f64::from(assumed) * margin.unwrap());
+            let estimated = carver::cost::blocks_per_sm(&c.tile, c.res, arch);
+            prop_assert_eq!(carver::cost::blocks_per_sm(&c.tile, c.priced_resources(), arch), estimated + 1);
+            let own = all.iter().filter(|o| o.hedged_registers.is_none() && !o.depth_variant
+                && TileConfig { stages: 0, ..o.tile } == TileConfig { stages: 0, ..c.tile });
+            for o in own {
+                prop_assert!(c.time_us < o.time_us, "hedge {:?} not faster than {:?}", c.tile, o.tile);
+            }
+        }
+        if let Ok(hints) = recommend_hints(&tpl, arch, TopK::new(8).unwrap()) {
+            prop_assert_eq!(hints[0].prediction.hedged_registers, None);
+            for h in &hints {
+                if let Some(r) = h.prediction.hedged_registers {
+                    prop_assert!(r < h.prediction.registers_per_thread);
+                }
             }
         }
     }

@@ -60,6 +60,7 @@ class Prediction:
     bound: str
     smem_bytes: int
     registers_per_thread: int
+    hedged_registers: Optional[int]
     threads: int
     blocks_per_sm: int
     grid: int

@@ -233,6 +233,14 @@ pub trait FamilyRules: Sync {
     /// Shared memory and registers a configuration needs.
     fn resources(&self, config: &TileConfig, problem: &Problem) -> Resources;
 
+    /// How far above the registers that fit one more block per SM the family's register
+    /// estimate for `config` can be while its compiler still fits that block: the largest
+    /// estimate / threshold ratio at which compiled kernels were seen to fit it. `None` where
+    /// the estimate is exact or not measured (the ranking then hedges nothing).
+    fn register_estimate_margin(&self, _config: &TileConfig, _problem: &Problem) -> Option<f64> {
+        None
+    }
+
     /// Family-specific legality beyond the hardware limits checked by [`check_fits`].
     fn check_rules(
         &self,

@@ -31,6 +31,17 @@ const STAGED_A_REGISTERS: u32 = 2;
 /// at 0.73 of their prediction (same section).
 const STAGED_B_REGISTERS: u32 = 3;
 
+/// How far carver's register estimate can be above the registers that fit one more block per SM
+/// while Triton 3.6's ptxas still fits that block, as the largest estimate / threshold ratio seen
+/// with one more block in the compiled sm_90 binaries (the 2,380 of
+/// `benches/triton/runs/compiled-sm90-2026-11-25` and the nine H100 sweeps of 2026-11-25; none
+/// above it): wgmma tiles with every operand loaded in vectors 1.05, `mma.sync` tiles 1.20, tiles
+/// with an operand staged through registers 1.25 (docs/RESULTS.md, "Hedging the register
+/// estimate").
+const REGISTER_MARGIN_WGMMA: f64 = 1.05;
+const REGISTER_MARGIN_MMA_SYNC: f64 = 1.20;
+const REGISTER_MARGIN_STAGED: f64 = 1.25;
+
 impl TritonRules {
     /// Triton specializes integer arguments on divisibility by 16 (elements); only an operand
     /// whose leading dimension is divisible gets vectorized loads pipelined with cp.async.
@@ -150,6 +161,20 @@ impl FamilyRules for TritonRules {
             smem_bytes: pipeline.max(epilogue),
             registers_per_thread: accumulator_registers(c, problem) + 24 + load_regs + operand_regs,
         }
+    }
+
+    fn register_estimate_margin(&self, c: &TileConfig, problem: &Problem) -> Option<f64> {
+        let paths = Self::paths(problem);
+        if paths.b == LoadPath::Registers {
+            return None;
+        }
+        Some(if paths.any_staged() {
+            REGISTER_MARGIN_STAGED
+        } else if c.mma == InstructionFamily::MmaSync {
+            REGISTER_MARGIN_MMA_SYNC
+        } else {
+            REGISTER_MARGIN_WGMMA
+        })
     }
 
     fn check_rules(
