@@ -21,7 +21,7 @@ Usage: cargo run --release -p carver --example winner_gap -- FILE...
 
   FILE  a Triton sweep (benches/triton/harness.py's triton_sweep.json) or a
         `carver tune --exhaustive` result (.json or .json.gz), for example
-        benches/triton/runs/h100-2026-11-22-sweep4/triton_sweep.json
+        benches/triton/runs/h100-2026-11-22-sweep4/triton_sweep.json.gz
         crates/carver-gpu/measurements/h100-exhaustive-*/ex-*.json.gz
 ";
 
