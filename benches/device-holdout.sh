@@ -3,17 +3,24 @@
 # a previous commit's picks and nvMatmulHeuristics' in the same run), then a MoE model set
 # (benches/moe/run.sh with the carried wheel), then optional MoE GEMM probes. Results bundled
 # under $OUT.
-#   GPU=h100|h200 SHAPES="eval/holdout16-shapes.json eval/holdout17-shapes.json" \
+#   GPU=h100|h200|auto SHAPES="eval/holdout16-shapes.json eval/holdout17-shapes.json" \
 #   OLD=benches/triton/picks/carver-<commit>-<gpu>-{set}.json MOESET=holdout7 TUNE=model/tpN \
 #   PROBES="--experts 128 --topk 6 ...;--experts ..." bash benches/device-holdout.sh
-# OLD may name the set as {set} (holdout16, ...); one SHAPES file per dense run.
+# OLD may name the set as {set} (holdout16, ...) and the GPU as {gpu}; one SHAPES file per dense
+# run. GPU=auto plans for the card the machine has.
 set -u
 cd "$(dirname "$0")/.."
 G=${GPU:-h100}
+if [ "$G" = auto ]; then
+  # The lent machine may be either card: plan for the one that is there.
+  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then G=h200; else G=h100; fi
+fi
+echo "planning for $G ($(nvidia-smi --query-gpu=name --format=csv,noheader))"
 export PYTHONUNBUFFERED=1
 for shapes in ${SHAPES:-}; do
   set_name=$(basename "$shapes" -shapes.json)
   old=${OLD:+${OLD//\{set\}/$set_name}}
+  old=${old//\{gpu\}/$G}
   timeout ${DENSE_TIMEOUT_S:-240} python3 benches/triton/harness.py --shapes "$shapes" \
     --carver-bin target/calib/carver --carver-args "--arch $G" ${old:+--picks "previous=$old"} \
     --nvmmh-picks "benches/triton/picks/nvmmh-$G-sxm-$set_name.json" \
