@@ -37,13 +37,30 @@ fn an_a_staged_tile_one_block_short_by_its_estimate_is_hedged() {
     assert_eq!(p.hedged_registers, Some(128), "two blocks of 256 threads fit 128 registers");
     assert_eq!(p.blocks_per_sm, 2);
     assert_eq!(picks[0].prediction.hedged_registers, None);
+    // The same tile with split-K compiled to 162 registers (its atomic epilogue): never hedged.
+    assert!(
+        picks
+            .iter()
+            .filter(|h| h.prediction.hedged_registers.is_some())
+            .all(|h| h.tile.split_k == 1)
+    );
 }
 
 /// Tiles with B staged through registers that fit one more block by registers still ran far
-/// slower than predicted (docs/RESULTS.md, "Registers of a staged operand"), so none is hedged;
-/// nor are families whose register estimate was never measured against a compiler.
+/// slower than predicted (docs/RESULTS.md, "Registers of a staged operand"), and split-K tiles
+/// compile to more registers than estimated, so neither is hedged; nor are families whose
+/// register estimate was never measured against a compiler.
 #[test]
 fn no_hedge_where_the_margin_is_not_measured() {
+    // A small-M, long-K shape with A staged: the policy splits K.
+    let split = hints(&triton(64, 5120, 20001), "h100");
+    assert!(split.iter().any(|h| h.tile.split_k > 1));
+    assert!(
+        split
+            .iter()
+            .filter(|h| h.tile.split_k > 1)
+            .all(|h| h.prediction.hedged_registers.is_none())
+    );
     let b_staged = triton(4097, 4095, 4096);
     assert!(
         hints(&b_staged, "h100")
