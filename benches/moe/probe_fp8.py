@@ -15,6 +15,7 @@ from carver import moe_kernel as mk
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import parse_config_key  # noqa: E402
+from probe_gemms import timed as timed_launches  # noqa: E402
 
 CONFIGS = [
     (64, 128, 128, 32, 4, 3), (64, 128, 128, 16, 4, 4), (128, 128, 128, 16, 8, 3), (128, 128, 128, 1, 8, 5),
@@ -23,18 +24,8 @@ CONFIGS = [
 
 
 def timed(fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
+    """Median microseconds of one launch of `fn` (probe_gemms' timer, one launch to rotate)."""
+    return timed_launches([fn], reps)
 
 
 def main():

@@ -158,11 +158,7 @@ fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> 
         window,
         ..
     } = *search;
-    let best = candidates
-        .iter()
-        .map(|c| c.time_us)
-        .fold(f64::INFINITY, f64::min);
-    let limit = best * (1.0 + window);
+    let limit = window_limit(candidates, window);
     let shallowest = family.stage_range().0;
     let mut out = Vec::new();
     for c in candidates.iter().filter(|c| !c.depth_variant) {
@@ -242,6 +238,15 @@ fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> 
 /// different candidates leave (`rank::select`).
 pub const DEPTH_VARIANTS: u32 = 1;
 
+/// The slowest time within the diversity `window` of the fastest of `candidates`.
+fn window_limit(candidates: &[Candidate], window: f64) -> f64 {
+    let best = candidates
+        .iter()
+        .map(|c| c.time_us)
+        .fold(f64::INFINITY, f64::min);
+    best * (1.0 + window)
+}
+
 /// [`DEPTH_VARIANTS`] of each candidate within the diversity window of the fastest, priced.
 fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
     let Search {
@@ -252,11 +257,7 @@ fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
         window,
         ..
     } = *search;
-    let best = candidates
-        .iter()
-        .map(|c| c.time_us)
-        .fold(f64::INFINITY, f64::min);
-    let limit = best * (1.0 + window);
+    let limit = window_limit(candidates, window);
     let shallowest = family.stage_range().0;
     let mut out = Vec::new();
     for c in candidates.iter().filter(|c| c.time_us <= limit) {
