@@ -11,6 +11,7 @@ The question it answers: do two configs the cost model prices alike (256 x 128 a
 FLOP run slower because the GPU lowers its clock to stay in its power limit?
 
     python3 benches/triton/clock_probe.py --out results.json
+    python3 benches/triton/clock_probe.py --shapes 8192x8192x8192 --configs 128x128x64w8s4,128x128x128w8s3 --out r.json
 """
 
 import argparse
@@ -61,17 +62,33 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--shapes", help="MxNxK,... (default: the probe's two)")
+    ap.add_argument("--configs", help="BMxBNxBKwWsS,... with GROUP_SIZE_M 8, no split (default: the probe's six)")
     args = ap.parse_args()
+    shapes, configs = SHAPES, CONFIGS
+    try:
+        if args.shapes:
+            shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+        if args.configs:
+            configs = []
+            for text in args.configs.split(","):
+                tile, rest = text.split("w")
+                warps, stages = rest.split("s")
+                configs.append(tuple(int(x) for x in tile.split("x")) + (int(warps), int(stages)))
+        if any(len(s) != 3 for s in shapes) or any(len(c) != 5 for c in configs):
+            raise ValueError("wrong number of fields")
+    except ValueError as e:
+        raise SystemExit(f"error: --shapes takes MxNxK,... and --configs BMxBNxBKwWsS,... ({e})")
 
     import torch
     from kernel import matmul
 
     rows = []
-    for m, n, k in SHAPES:
+    for m, n, k in shapes:
         a = torch.randn(m, k, device="cuda", dtype=torch.float16)
         b = torch.randn(k, n, device="cuda", dtype=torch.float16)
         c = torch.empty(m, n, device="cuda", dtype=torch.float16)
-        for cfg in CONFIGS:
+        for cfg in configs:
             config = config_of(*cfg)
             matmul(a, b, c, config)
             torch.cuda.synchronize()
