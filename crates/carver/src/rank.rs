@@ -1,6 +1,7 @@
 //! Ranking: order priced candidates and choose a top-k that hedges the model's errors.
 //!
-//! The first pick is the fastest prediction. Later picks trade a little predicted time for
+//! The first pick is the fastest prediction (of the configurations priced as estimated: a
+//! register hedge, priced at one block more per SM, never comes first). Later picks trade a little predicted time for
 //! difference from what is already picked, because the model's errors are correlated between
 //! similar configurations: eight near-copies of one tile succeed or fail together.
 
