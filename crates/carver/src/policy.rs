@@ -180,37 +180,30 @@ fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> 
             continue;
         }
         let terms = pricer.terms(&c.tile);
-        let usable = pricer.usable_occupancy(&terms, &c.tile);
-        if by_registers >= usable {
+        if by_registers >= pricer.usable_occupancy(&terms, &c.tile) {
             continue;
         }
+        let hedged_blocks = by_registers + 1;
+        // The deepest depth at which, with `wanted` registers, shared memory admits the block
+        // more too; at every other depth the estimate's registers keep it out.
         for stages in (shallowest..=c.tile.stages).rev() {
             let tile = TileConfig { stages, ..c.tile };
             let Ok(res) = check_config(family, &tile, p, arch) else {
                 continue;
             };
-            let estimated = blocks_per_sm(&tile, res, arch);
-            if estimated >= usable {
-                break;
-            }
-            let registers = registers_for_blocks(&tile, arch, estimated + 1);
             let hedged = Resources {
-                registers_per_thread: registers,
+                registers_per_thread: wanted,
                 ..res
             };
-            if blocks_per_sm(&tile, hedged, arch) <= estimated {
-                // Shared memory keeps the block out at this depth: try a shallower one.
+            if blocks_per_sm(&tile, hedged, arch) < hedged_blocks {
                 continue;
             }
-            // One more block only if the estimate's excess is within its error.
             // A configuration already offered (a structure or a depth variant) is not offered
             // again.
-            if f64::from(res.registers_per_thread) > f64::from(registers) * margin
-                || candidates.iter().any(|o| o.tile == tile)
-            {
+            if candidates.iter().any(|o| o.tile == tile) {
                 break;
             }
-            if let Some(time) = pricer.time_with(&terms, &tile, estimated + 1) {
+            if let Some(time) = pricer.time_with(&terms, &tile, hedged_blocks) {
                 let time_us = time * 1e6;
                 if time_us <= limit && time_us < c.time_us {
                     out.push(Candidate {
@@ -218,7 +211,7 @@ fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> 
                         res,
                         time_us,
                         depth_variant: false,
-                        hedged_registers: Some(registers),
+                        hedged_registers: Some(wanted),
                     });
                 }
             }

@@ -1,9 +1,10 @@
 //! Ranking: order priced candidates and choose a top-k that hedges the model's errors.
 //!
-//! The first pick is the fastest prediction (of the configurations priced as estimated: a
-//! register hedge, priced at one block more per SM, never comes first). Later picks trade a little predicted time for
-//! difference from what is already picked, because the model's errors are correlated between
-//! similar configurations: eight near-copies of one tile succeed or fail together.
+//! The first pick is the fastest prediction of the configurations priced as estimated (a
+//! register hedge, priced at one block more per SM, never comes first). Later picks trade a
+//! little predicted time for difference from what is already picked, because the model's errors
+//! are correlated between similar configurations: eight near-copies of one tile succeed or fail
+//! together.
 
 use std::collections::BinaryHeap;
 
@@ -34,7 +35,9 @@ impl Candidate {
     /// The resources its time was priced with: the estimate, or the hedge's registers.
     pub fn priced_resources(&self) -> Resources {
         Resources {
-            registers_per_thread: self.hedged_registers.unwrap_or(self.res.registers_per_thread),
+            registers_per_thread: self
+                .hedged_registers
+                .unwrap_or(self.res.registers_per_thread),
             ..self.res
         }
     }

@@ -33,8 +33,15 @@ fn an_a_staged_tile_one_block_short_by_its_estimate_is_hedged() {
         })
         .expect("64x256x64 w8 s3 is in the top-8");
     let p = &hedge.prediction;
-    assert_eq!(p.registers_per_thread, 136, "the estimate is reported as it is");
-    assert_eq!(p.hedged_registers, Some(128), "two blocks of 256 threads fit 128 registers");
+    assert_eq!(
+        p.registers_per_thread, 136,
+        "the estimate is reported as it is"
+    );
+    assert_eq!(
+        p.hedged_registers,
+        Some(128),
+        "two blocks of 256 threads fit 128 registers"
+    );
     assert_eq!(p.blocks_per_sm, 2);
     assert_eq!(picks[0].prediction.hedged_registers, None);
     // The same tile with split-K compiled to 162 registers (its atomic epilogue): never hedged.
