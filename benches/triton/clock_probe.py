@@ -37,6 +37,25 @@ def config_of(bm, bn, bk, warps, stages):
                        "SPLIT_K": 1}, "num_warps": warps, "num_stages": stages}
 
 
+def parse_shapes_and_configs(shapes_text, configs_text):
+    """`MxNxK,...` and `BMxBNxBKwWsS,...` (either None for the probe's defaults); exits on bad text."""
+    shapes, configs = SHAPES, CONFIGS
+    try:
+        if shapes_text:
+            shapes = [tuple(int(x) for x in s.split("x")) for s in shapes_text.split(",")]
+        if configs_text:
+            configs = []
+            for text in configs_text.split(","):
+                tile, rest = text.split("w")
+                warps, stages = rest.split("s")
+                configs.append(tuple(int(x) for x in tile.split("x")) + (int(warps), int(stages)))
+        if any(len(s) != 3 for s in shapes) or any(len(c) != 5 for c in configs):
+            raise ValueError("wrong number of fields")
+    except ValueError as e:
+        raise SystemExit(f"error: --shapes takes MxNxK,... and --configs BMxBNxBKwWsS,... ({e})")
+    return shapes, configs
+
+
 def sample_while(fn, seconds):
     """Runs fn() until `seconds` pass while nvidia-smi samples; returns (fn's results, samples)."""
     query = "timestamp,clocks.sm,power.draw,clocks_event_reasons.active"
@@ -65,20 +84,7 @@ def main():
     ap.add_argument("--shapes", help="MxNxK,... (default: the probe's two)")
     ap.add_argument("--configs", help="BMxBNxBKwWsS,... with GROUP_SIZE_M 8, no split (default: the probe's six)")
     args = ap.parse_args()
-    shapes, configs = SHAPES, CONFIGS
-    try:
-        if args.shapes:
-            shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
-        if args.configs:
-            configs = []
-            for text in args.configs.split(","):
-                tile, rest = text.split("w")
-                warps, stages = rest.split("s")
-                configs.append(tuple(int(x) for x in tile.split("x")) + (int(warps), int(stages)))
-        if any(len(s) != 3 for s in shapes) or any(len(c) != 5 for c in configs):
-            raise ValueError("wrong number of fields")
-    except ValueError as e:
-        raise SystemExit(f"error: --shapes takes MxNxK,... and --configs BMxBNxBKwWsS,... ({e})")
+    shapes, configs = parse_shapes_and_configs(args.shapes, args.configs)
 
     import torch
     from kernel import matmul
