@@ -375,6 +375,10 @@ pub struct Pricer<'a> {
     repack_time: f64,
     /// Whether every K step's product is scaled before it is accumulated ([`Pricer::with_block_scales`]).
     block_scales: bool,
+    /// The deepest `block_k` whose `wgmma` steps the family's loop issues before its next
+    /// loads; deeper wgmma tiles keep one more stage of the ring busy
+    /// ([`FamilyRules::queued_wgmma_steps`]). `None`: no such limit.
+    wgmma_queue_block_k: Option<u32>,
 }
 
 impl<'a> Pricer<'a> {
@@ -412,6 +416,11 @@ impl<'a> Pricer<'a> {
                 f64::from(r.kernels) * EXTRA_KERNEL_US * 1e-6 + r.bytes / arch.dram_bandwidth()
             },
             block_scales: false,
+            wgmma_queue_block_k: family.queued_wgmma_steps().and_then(|steps| {
+                arch.instructions_for(p.class)
+                    .find(|i| i.family == InstructionFamily::Wgmma)
+                    .map(|i| steps * i.k)
+            }),
         })
     }
 
@@ -838,6 +847,13 @@ impl<'a> Pricer<'a> {
             t.rescale_issue,
         );
 
+        // A loop whose loads wait behind more wgmma steps than the tensor pipe queues issues
+        // them an iteration late: its tensor cores hold one more stage.
+        let held_by_tensor_cores = u32::from(
+            c.mma == InstructionFamily::Wgmma
+                && self.wgmma_queue_block_k.is_some_and(|k| c.block_k > k),
+        );
+
         // One stage's operands arrive after the memory latency plus their transfer at the SM's share
         // of L2 bandwidth (split among the SMs that are busy, at most the SM's own port);
         // `stages - 1` stages in flight overlap that with the math.
@@ -854,7 +870,10 @@ impl<'a> Pricer<'a> {
             let dram = blocks * dram_per_iter / dram_bw;
             let single = t.single;
             let arrival = latency + stage_transfer(blocks);
-            let latency = match (paths.any_staged(), c.stages) {
+            let latency = match (
+                paths.any_staged(),
+                c.stages.saturating_sub(held_by_tensor_cores),
+            ) {
                 // Nothing overlaps a block's own staged loads: it waits for them every iteration.
                 (true, _) | (_, 0..=1) => arrival + single,
                 (false, stages) => arrival / f64::from(stages - 1),

@@ -241,6 +241,15 @@ pub trait FamilyRules: Sync {
         None
     }
 
+    /// The `wgmma` K steps (instructions per warp) one main-loop iteration can issue before
+    /// the issuing warp stalls behind the tensor pipe, where the same warps then issue the next
+    /// stage's loads (a software-pipelined loop). An iteration of more steps issues its loads
+    /// that much later, so the tensor cores hold one more stage of the ring. `None` where loads
+    /// do not wait behind the product (warp-specialized producers) or where it was not measured.
+    fn queued_wgmma_steps(&self) -> Option<u32> {
+        None
+    }
+
     /// Family-specific legality beyond the hardware limits checked by [`check_fits`].
     fn check_rules(
         &self,
