@@ -337,6 +337,28 @@ impl IterationTimes {
     }
 }
 
+/// How many `wgmma` instructions a software-pipelined loop can issue per iteration before its
+/// next loads wait behind them ([`FamilyRules::queued_wgmma_instructions`]).
+#[derive(Clone, Copy, Debug)]
+struct WgmmaQueue {
+    queued: u32,
+    /// The instruction's widest n and its k, for the problem's compute class.
+    max_n: u32,
+    k: u32,
+}
+
+impl WgmmaQueue {
+    /// Whether one iteration of `c` issues more `wgmma`s per sub-partition than the queue
+    /// takes: one per 64 rows, instruction width (a warpgroup's columns, at most `max_n`) and
+    /// K step of the block tile.
+    fn overflows(&self, c: &TileConfig) -> bool {
+        let width = (c.block_n / c.warps_n.max(1)).clamp(1, self.max_n.max(1));
+        let issued =
+            c.block_m.div_ceil(64) * c.block_n.div_ceil(width) * c.block_k.div_ceil(self.k.max(1));
+        issued > self.queued
+    }
+}
+
 /// Predicts the time of `config` for `problem` on `arch`.
 pub fn predict(
     family: &dyn FamilyRules,
@@ -375,10 +397,10 @@ pub struct Pricer<'a> {
     repack_time: f64,
     /// Whether every K step's product is scaled before it is accumulated ([`Pricer::with_block_scales`]).
     block_scales: bool,
-    /// The deepest `block_k` whose `wgmma` steps the family's loop issues before its next
-    /// loads; deeper wgmma tiles keep one more stage of the ring busy
-    /// ([`FamilyRules::queued_wgmma_steps`]). `None`: no such limit.
-    wgmma_queue_block_k: Option<u32>,
+    /// The `wgmma` instructions per sub-partition the family's loop issues before its next
+    /// loads, and the arch's `wgmma` shape (n at most, k) for the problem's class
+    /// ([`FamilyRules::queued_wgmma_instructions`]). `None`: no such limit.
+    wgmma_queue: Option<WgmmaQueue>,
 }
 
 impl<'a> Pricer<'a> {
@@ -416,10 +438,14 @@ impl<'a> Pricer<'a> {
                 f64::from(r.kernels) * EXTRA_KERNEL_US * 1e-6 + r.bytes / arch.dram_bandwidth()
             },
             block_scales: false,
-            wgmma_queue_block_k: family.queued_wgmma_steps().and_then(|steps| {
+            wgmma_queue: family.queued_wgmma_instructions().and_then(|queued| {
                 arch.instructions_for(p.class)
                     .find(|i| i.family == InstructionFamily::Wgmma)
-                    .map(|i| steps * i.k)
+                    .map(|i| WgmmaQueue {
+                        queued,
+                        max_n: i.n.max(),
+                        k: i.k,
+                    })
             }),
         })
     }
@@ -847,11 +873,10 @@ impl<'a> Pricer<'a> {
             t.rescale_issue,
         );
 
-        // A loop whose loads wait behind more wgmma steps than the tensor pipe queues issues
-        // them an iteration late: its tensor cores hold one more stage.
+        // A loop whose loads wait behind more wgmma instructions than the tensor pipe queues
+        // issues them late: its tensor cores hold one more stage.
         let held_by_tensor_cores = u32::from(
-            c.mma == InstructionFamily::Wgmma
-                && self.wgmma_queue_block_k.is_some_and(|k| c.block_k > k),
+            c.mma == InstructionFamily::Wgmma && self.wgmma_queue.is_some_and(|q| q.overflows(c)),
         );
 
         // One stage's operands arrive after the memory latency plus their transfer at the SM's share

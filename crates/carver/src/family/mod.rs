@@ -241,12 +241,12 @@ pub trait FamilyRules: Sync {
         None
     }
 
-    /// The `wgmma` K steps (instructions per warp) one main-loop iteration can issue before
-    /// the issuing warp stalls behind the tensor pipe, where the same warps then issue the next
-    /// stage's loads (a software-pipelined loop). An iteration of more steps issues its loads
-    /// that much later, so the tensor cores hold one more stage of the ring. `None` where loads
-    /// do not wait behind the product (warp-specialized producers) or where it was not measured.
-    fn queued_wgmma_steps(&self) -> Option<u32> {
+    /// The `wgmma` instructions one main-loop iteration can issue on each SM sub-partition
+    /// before the issuing warps stall behind the tensor pipe, where the same warps then issue
+    /// the next stage's loads (a software-pipelined loop). An iteration of more issues its loads
+    /// late, so the tensor cores hold one more stage of the ring. `None` where loads do not
+    /// wait behind the product (warp-specialized producers) or where it was not measured.
+    fn queued_wgmma_instructions(&self) -> Option<u32> {
         None
     }
 

@@ -39,15 +39,16 @@ const STAGED_B_REGISTERS: u32 = 3;
 /// with A staged through registers 1.25 (docs/RESULTS.md, "Hedging the register estimate").
 /// Split-K tiles get no hedge (see `register_estimate_margin`).
 const REGISTER_MARGIN_WGMMA: f64 = 1.05;
-/// `wgmma` K steps per warp an iteration of Triton 3.6's loop issues without stalling. Its loop
-/// issues an iteration's `wgmma`s, waits for the previous iteration's, then loads the next stage
-/// into the freed buffer. Nsight Compute on the H200 (`benches/triton/ncu_probe.py`, 8192^3,
-/// 128 x 128 tiles with 8 warps, 2026-11-28) shows the warps stalled on the tensor pipe ("math
-/// pipe throttle") 0.38 cycles per issued instruction at BLOCK_SIZE_K 64 (4 steps of k16), 1.46
-/// at 128 (8 steps), with barrier stalls 0.84 against 3.05 and tensor-pipe use 77% against 63%;
-/// 128 x 256 x 64 (4 steps, twice the work per step) stays at 0.29 (docs/RESULTS.md, "Why
-/// BLOCK_SIZE_K 128 stalls").
-const QUEUED_WGMMA_STEPS: u32 = 4;
+/// `wgmma` instructions per SM sub-partition an iteration of Triton 3.6's loop issues without
+/// stalling. The loop issues an iteration's `wgmma`s (one per 64 rows, instruction width of
+/// columns and K step of the tile, each spanning the four sub-partitions), waits for the previous
+/// iteration's, then loads the next stage into the freed buffer. Nsight Compute on the H200
+/// (`benches/triton/ncu_probe.py`, 8192^3, 2026-11-28): the configs issuing 8 (128 x 128 x 64,
+/// 64 x 256 x 64 and 128 x 256 x 64, 8 warps) stall on the tensor pipe ("math pipe throttle")
+/// 0.12-0.38 cycles per instruction and keep it 77-83% busy; their twins at BLOCK_SIZE_K 128
+/// (16) stall 1.25-1.46 and keep it 37-63% busy, with barrier stalls 3-4x as long
+/// (docs/RESULTS.md, "Why BLOCK_SIZE_K 128 stalls").
+const QUEUED_WGMMA_INSTRUCTIONS: u32 = 8;
 const REGISTER_MARGIN_MMA_SYNC: f64 = 1.20;
 const REGISTER_MARGIN_STAGED: f64 = 1.25;
 
@@ -190,8 +191,8 @@ impl FamilyRules for TritonRules {
         })
     }
 
-    fn queued_wgmma_steps(&self) -> Option<u32> {
-        Some(QUEUED_WGMMA_STEPS)
+    fn queued_wgmma_instructions(&self) -> Option<u32> {
+        Some(QUEUED_WGMMA_INSTRUCTIONS)
     }
 
     fn check_rules(
