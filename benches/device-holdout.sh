@@ -6,8 +6,8 @@
 #   GPU=h100|h200|auto SHAPES="eval/holdout16-shapes.json eval/holdout17-shapes.json" \
 #   OLD=benches/triton/picks/carver-<commit>-<gpu>-{set}.json MOESET=holdout7 TUNE=model/tpN \
 #   PROBES="--experts 128 --topk 6 ...;--experts ..." bash benches/device-holdout.sh
-# OLD may name the set as {set} (holdout16, ...) and the GPU as {gpu}; one SHAPES file per dense
-# run. GPU=auto plans for the card the machine has.
+# OLD may name the set as {set} (holdout16, ...) and the GPU as {gpu}, MOEARGS the GPU as {gpu};
+# one SHAPES file per dense run. GPU=auto plans for the card the machine has.
 set -u
 cd "$(dirname "$0")/.."
 G=${GPU:-h100}
@@ -33,7 +33,7 @@ if [ -n "${MOESET:-}" ]; then
   mkdir -p /tmp/moe
   OUT=/tmp/moe WHEEL=$(ls target/moe-wheel/carver-*.whl) HARNESS_TIMEOUT_S=${MOE_TIMEOUT_S:-330} \
     bash benches/moe/run.sh --set "$MOESET" --sweep-configs 200 --budget-s ${MOE_BUDGET_S:-230} \
-    --tune-model "${TUNE:-none}" --tune-timeout 120 ${MOEARGS:-} > /tmp/moe-run.log 2>&1
+    --tune-model "${TUNE:-none}" --tune-timeout 120 ${MOEARGS//\{gpu\}/$G} > /tmp/moe-run.log 2>&1
   echo "moe rc=$?"
   gzip -f /tmp/moe/moe_results.json 2>/dev/null
   tar -C /tmp -czf "$OUT/moe.tar.gz" moe
