@@ -33,7 +33,7 @@ if [ -n "${MOESET:-}" ]; then
   mkdir -p /tmp/moe
   OUT=/tmp/moe WHEEL=$(ls target/moe-wheel/carver-*.whl) HARNESS_TIMEOUT_S=${MOE_TIMEOUT_S:-330} \
     bash benches/moe/run.sh --set "$MOESET" --sweep-configs 200 --budget-s ${MOE_BUDGET_S:-230} \
-    --tune-model "${TUNE:-none}" --tune-timeout 120 ${MOEARGS//\{gpu\}/$G} > /tmp/moe-run.log 2>&1
+    --tune-model "${TUNE:-none}" --tune-timeout 120 ${MOEARGS:+${MOEARGS//\{gpu\}/$G}} > /tmp/moe-run.log 2>&1
   echo "moe rc=$?"
   gzip -f /tmp/moe/moe_results.json 2>/dev/null
   tar -C /tmp -czf "$OUT/moe.tar.gz" moe
