@@ -104,7 +104,7 @@ fn the_table_labels_its_timing_and_explains_configs_and_order() {
         "{table}"
     );
     assert!(
-        table.contains("ranks 3-5 are predicted faster than a rank above them")
+        table.contains("ranks 3-7 are predicted faster than a rank above them")
             && table.contains("12% when every operand is loaded in vectors, 35%"),
         "{table}"
     );
