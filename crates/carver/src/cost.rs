@@ -165,10 +165,12 @@ fn mainloop_dram_bytes(
     pricer.batch * (t.a_panel * a_reads / t.a_line + t.b_panel * b_reads / t.b_line)
 }
 
-/// Useful fraction of each DRAM line an A and a B tile row fetch: DRAM delivers whole lines, and
-/// a tile row shorter than a line wastes the rest of it.
-/// Longer rows never fetch less of their lines usefully.
-fn line_efficiencies(
+/// Useful fraction of what an A and a B tile row fetch from DRAM. The L2 fills 32-byte sectors
+/// (`memory.sector_bytes`), not whole lines, so only a row shorter than a sector wastes part of
+/// its fetch. Rows of 64 bytes, half a 128-byte line, waste nothing: on the H200 every config of
+/// a decode GEMM read the same 100.8 MB from DRAM, 32-column tiles included (Nsight Compute,
+/// docs/RESULTS.md, "At decode the queue never fills"). Longer rows never fetch less usefully.
+fn fetch_efficiencies(
     p: &Problem,
     arch: &Arch,
     block_m: u32,
@@ -176,7 +178,7 @@ fn line_efficiencies(
     block_k: u32,
 ) -> (f64, f64) {
     let e = f64::from(p.in_bytes());
-    let line = f64::from(arch.memory.line_bytes);
+    let line = f64::from(arch.memory.sector_bytes);
     let efficiency = |row_elems: u32| (f64::from(row_elems) * e / line).min(1.0);
     let a_row = match p.layout_a {
         Layout::Row => block_k,
@@ -597,7 +599,7 @@ impl<'a> Pricer<'a> {
         let l2_mainloop = self.l2_mainloop_bytes(tiles_m, tiles_n);
         let block_iters = (tiles * u64::from(c.split_k) * iters) as f64;
         let (a_panel, b_panel) = panel_bytes(p, c.block_m, c.block_n);
-        let (a_line, b_line) = line_efficiencies(p, arch, c.block_m, c.block_n, c.block_k);
+        let (a_line, b_line) = fetch_efficiencies(p, arch, c.block_m, c.block_n, c.block_k);
         StructureTerms {
             tiles_m,
             tiles_n,
@@ -698,7 +700,7 @@ impl<'a> Pricer<'a> {
         let smem_per_block = 2.0 * (bm + bn) * k_per_block * self.e;
         let (a_panel, b_panel) = panel_bytes(p, g.block_m, g.block_n);
         let (a_line, b_line) =
-            line_efficiencies(p, self.arch, g.block_m, g.block_n, g.longest_block_k);
+            fetch_efficiencies(p, self.arch, g.block_m, g.block_n, g.longest_block_k);
         let (epilogue_bytes_per_block, epilogue_rate) =
             self.epilogue_terms(g.block_m, g.block_n, g.split_k, false);
         // Staged element-wise, each scheduler issues its warps' share of the block's elements.
@@ -764,7 +766,7 @@ impl<'a> Pricer<'a> {
     }
 
     /// The fewest bytes of A and B any launch order can pull from DRAM: every (A, B) panel
-    /// once, at its rows' line efficiency.
+    /// once, at its rows' fetch efficiency.
     fn dram_floor_bytes(
         &self,
         (tiles_m, tiles_n): (u64, u64),
