@@ -56,6 +56,14 @@ def parse_shapes_and_configs(shapes_text, configs_text):
     return shapes, configs
 
 
+def operands(m, n, k):
+    """Random fp16 A (m x k) and B (k x n) and an empty C on the GPU."""
+    import torch
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    return a, b, torch.empty(m, n, device="cuda", dtype=torch.float16)
+
+
 def sample_while(fn, seconds):
     """Runs fn() until `seconds` pass while nvidia-smi samples; returns (fn's results, samples)."""
     query = "timestamp,clocks.sm,power.draw,clocks_event_reasons.active"
@@ -91,9 +99,7 @@ def main():
 
     rows = []
     for m, n, k in shapes:
-        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
-        c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+        a, b, c = operands(m, n, k)
         for cfg in configs:
             config = config_of(*cfg)
             matmul(a, b, c, config)

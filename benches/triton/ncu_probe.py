@@ -20,7 +20,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from clock_probe import config_of, parse_shapes_and_configs  # noqa: E402
+from clock_probe import config_of, operands, parse_shapes_and_configs  # noqa: E402
 
 
 def main():
@@ -34,9 +34,7 @@ def main():
     from kernel import matmul
 
     for m, n, k in shapes:
-        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
-        c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+        a, b, c = operands(m, n, k)
         for cfg in configs:
             config = config_of(*cfg)
             for _ in range(5):

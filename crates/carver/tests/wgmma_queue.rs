@@ -31,6 +31,16 @@ fn price(bm: u32, bn: u32, bk: u32, warps: u32, stages: u32) -> Prediction {
     .1
 }
 
+/// The exposed stage latency of `a` over `b`'s (printed, for a failing assertion).
+fn latency_ratio(a: &Prediction, b: &Prediction) -> f64 {
+    let ratio = a.breakdown.latency_us / b.breakdown.latency_us;
+    eprintln!(
+        "exposed latency {} us against {} us: {ratio}",
+        a.breakdown.latency_us, b.breakdown.latency_us
+    );
+    ratio
+}
+
 /// 128 x 128 x 128 with 8 warps issues 16 wgmma per sub-partition and iteration (2 warpgroups
 /// x 8 K steps): with 2 stages nothing is left in flight while it computes, so its stage
 /// arrival is exposed in full. Its BLOCK_SIZE_K 64 twin (8 per iteration) keeps one stage in
@@ -39,12 +49,7 @@ fn price(bm: u32, bn: u32, bk: u32, warps: u32, stages: u32) -> Prediction {
 fn a_two_stage_ring_behind_a_full_queue_hides_nothing() {
     let deep = price(128, 128, 128, 8, 2);
     let twin = price(128, 128, 64, 8, 2);
-    assert!(
-        deep.breakdown.latency_us > 1.5 * twin.breakdown.latency_us,
-        "exposed {} us against {} us",
-        deep.breakdown.latency_us,
-        twin.breakdown.latency_us
-    );
+    assert!(latency_ratio(&deep, &twin) > 1.5);
     assert!(deep.time_us > 1.2 * twin.time_us);
 }
 
@@ -56,23 +61,13 @@ fn a_two_stage_ring_behind_a_full_queue_hides_nothing() {
 fn the_rule_counts_instructions_per_sub_partition() {
     let tall = price(256, 128, 64, 8, 3);
     let wide = price(128, 256, 64, 8, 3);
-    assert!(
-        tall.breakdown.latency_us > 1.3 * wide.breakdown.latency_us,
-        "256 x 128: {} us, 128 x 256: {} us",
-        tall.breakdown.latency_us,
-        wide.breakdown.latency_us
-    );
+    assert!(latency_ratio(&tall, &wide) > 1.3);
     // (Without the rule the two load the same bytes per stage and are priced alike.)
     // One warpgroup over 128 x 128 x 64 issues 2 x 4 = 8 as well: no stage held, so it is
     // priced as its 8-warp twin at the same depth (measured level on every stored sweep).
     let one_group = price(128, 128, 64, 4, 4);
     let two_groups = price(128, 128, 64, 8, 4);
-    assert!(
-        (one_group.breakdown.latency_us / two_groups.breakdown.latency_us - 1.0).abs() < 0.05,
-        "{} against {}",
-        one_group.breakdown.latency_us,
-        two_groups.breakdown.latency_us
-    );
+    assert!((latency_ratio(&one_group, &two_groups) - 1.0).abs() < 0.05);
 }
 
 /// The rule is Triton's: carver's warp-specialized sm90 family loads from a producer warp
