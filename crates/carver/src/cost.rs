@@ -16,7 +16,7 @@ use carver_arch::{Arch, InstructionFamily};
 
 use crate::dtype::Layout;
 use crate::family::{
-    FamilyRules, LoadPaths, Resources, SplitKReduction, staged_elements_per_thread,
+    FamilyRules, LoadPaths, Resources, SplitKReduction, staged_elements_per_operand,
 };
 use crate::prediction::{Bound, Breakdown, Prediction};
 use crate::problem::Problem;
@@ -50,6 +50,14 @@ const SM_L2_PORT_BYTES_PER_CLOCK: f64 = 64.0;
 /// arithmetic, a narrow load, a conversion and a shared-memory store, each replayed across the
 /// sectors an unaligned row straddles.
 const STAGED_ELEMENT_CYCLES: f64 = 24.0;
+/// The same for an element of B staged through registers (N not a multiple of 8). Not an
+/// instruction count: the compiled loops issue fewer instructions per B element than per A
+/// element (2.8-6.9 against 6.2-12.9 in Triton 3.6's sm_90 SASS). Calibrated on the stored
+/// B-staged sweeps instead, where 24 cycles ranked tiles with more B elements per thread first
+/// and they ran up to 2.1x slower than predicted (`odd.n1217.m1536`: 128x64x64, 4 warps,
+/// predicted 57 us, measured 132 us); at 72 the stored sweeps' pooled top-1 rose from 0.945 to
+/// 0.950 (in-sample; docs/RESULTS.md, "B-staged elements").
+const STAGED_B_ELEMENT_CYCLES: f64 = 72.0;
 /// Issue cycles one warp spends per accumulator element when the kernel scales every K step's
 /// product before adding it (fp8 with block scales: `acc += dot(a, b) * a_scale * b_scale`): a
 /// multiply of the two scales and a fused multiply-add, each one warp instruction per cycle on a
@@ -578,8 +586,10 @@ impl<'a> Pricer<'a> {
         };
         // Element-wise staging: each warp issues its elements' loads, conversions and stores itself.
         let warps_per_scheduler = c.compute_warps().div_ceil(arch.sm.tensor_cores.max(1));
-        let staged_issue = f64::from(staged_elements_per_thread(c, paths) * warps_per_scheduler)
-            * STAGED_ELEMENT_CYCLES
+        let (staged_a, staged_b) = staged_elements_per_operand(c, paths);
+        let staged_issue = (f64::from(staged_a) * STAGED_ELEMENT_CYCLES
+            + f64::from(staged_b) * STAGED_B_ELEMENT_CYCLES)
+            * f64::from(warps_per_scheduler)
             / clock;
         // Block scales: each warp scales its accumulator elements after every K step.
         let rescale_issue = if self.block_scales {
