@@ -292,7 +292,8 @@ pub struct StructureTerms {
     /// Main-loop iterations of all blocks together, and the L2 bytes of each.
     block_iters: f64,
     l2_per_iter: f64,
-    /// Bytes of one A and one B panel, and the useful fraction of the DRAM lines they fetch.
+    /// Bytes of one A and one B panel, and the useful fraction of what their rows fetch from
+    /// DRAM.
     a_panel: f64,
     b_panel: f64,
     a_line: f64,
@@ -302,6 +303,9 @@ pub struct StructureTerms {
     split_k_time: f64,
     /// Bytes of C the kernel itself writes (none with split-K: the reduction does).
     c_bytes: f64,
+    /// Stages of the ring the tensor cores hold beyond the one being read: 1 where a loop's
+    /// loads wait behind more wgmma instructions than the tensor pipe queues ([`WgmmaQueue`]).
+    stages_held_by_tensor_cores: u32,
 }
 
 /// What one evaluation of the model produces, before it is dressed as a [`Prediction`].
@@ -634,6 +638,12 @@ impl<'a> Pricer<'a> {
             epilogue_rate,
             split_k_time: self.split_k_time(c.split_k),
             c_bytes: self.c_bytes(c.split_k),
+            // A loop whose loads wait behind more wgmma instructions than the tensor pipe
+            // queues issues them late.
+            stages_held_by_tensor_cores: u32::from(
+                c.mma == InstructionFamily::Wgmma
+                    && self.wgmma_queue.is_some_and(|q| q.overflows(c)),
+            ),
         }
     }
 
@@ -885,12 +895,6 @@ impl<'a> Pricer<'a> {
             t.rescale_issue,
         );
 
-        // A loop whose loads wait behind more wgmma instructions than the tensor pipe queues
-        // issues them late: its tensor cores hold one more stage.
-        let held_by_tensor_cores = u32::from(
-            c.mma == InstructionFamily::Wgmma && self.wgmma_queue.is_some_and(|q| q.overflows(c)),
-        );
-
         // One stage's operands arrive after the memory latency plus their transfer at the SM's share
         // of L2 bandwidth (split among the SMs that are busy, at most the SM's own port);
         // `stages - 1` stages in flight overlap that with the math.
@@ -909,7 +913,7 @@ impl<'a> Pricer<'a> {
             let arrival = latency + stage_transfer(blocks);
             let latency = match (
                 paths.any_staged(),
-                c.stages.saturating_sub(held_by_tensor_cores),
+                c.stages.saturating_sub(t.stages_held_by_tensor_cores),
             ) {
                 // Nothing overlaps a block's own staged loads: it waits for them every iteration.
                 (true, _) | (_, 0..=1) => arrival + single,

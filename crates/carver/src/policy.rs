@@ -155,11 +155,9 @@ fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> 
         family,
         p,
         arch,
-        window,
         ..
     } = *search;
-    let limit = window_limit(candidates, window);
-    let shallowest = family.stage_range().0;
+    let (limit, shallowest) = search.variant_bounds(candidates);
     let mut out = Vec::new();
     for c in candidates.iter().filter(|c| !c.depth_variant) {
         let Some(margin) = family.register_estimate_margin(&c.tile, p) else {
@@ -240,6 +238,17 @@ fn window_limit(candidates: &[Candidate], window: f64) -> f64 {
     best * (1.0 + window)
 }
 
+impl Search<'_> {
+    /// What bounds every variant (depth or register hedge) of `candidates`: the slowest time
+    /// within the diversity window of the fastest, and the family's shallowest depth.
+    fn variant_bounds(&self, candidates: &[Candidate]) -> (f64, u32) {
+        (
+            window_limit(candidates, self.window),
+            self.family.stage_range().0,
+        )
+    }
+}
+
 /// [`DEPTH_VARIANTS`] of each candidate within the diversity window of the fastest, priced.
 fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
     let Search {
@@ -247,11 +256,9 @@ fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
         family,
         p,
         arch,
-        window,
         ..
     } = *search;
-    let limit = window_limit(candidates, window);
-    let shallowest = family.stage_range().0;
+    let (limit, shallowest) = search.variant_bounds(candidates);
     let mut out = Vec::new();
     for c in candidates.iter().filter(|c| c.time_us <= limit) {
         // A structure's terms do not depend on its depth.
