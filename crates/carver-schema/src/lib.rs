@@ -9,7 +9,8 @@
 //!
 //! # Versioning
 //!
-//! Every top-level document carries `schema_version` ([`SCHEMA_VERSION`]).
+//! Every top-level document carries `schema_version` ([`SCHEMA_VERSION`]; `launch.json`'s is its
+//! own, [`EMIT_SCHEMA_VERSION`], under the same rules).
 //! - Adding an optional field (one a reader may find absent) keeps the version.
 //! - Removing or renaming a field, changing its type or unit, or changing its meaning bumps it.
 //!
@@ -32,7 +33,7 @@
 //!
 //! The tuning database stores [`TuneRecord`]s.
 
-/// Version of every document of this crate.
+/// Version of every document of this crate but `launch.json` ([`EMIT_SCHEMA_VERSION`]).
 pub const SCHEMA_VERSION: u32 = 1;
 
 mod arch;
