@@ -1,7 +1,7 @@
-//! `carver tune --emit`'s writer with real compiles: the directory holds the kernel's source and
-//! an ELF cubin whose hash launch.json records (one kernel, with a split too), and the example
-//! that launches it from Python (examples/emit) reads that launch.json and packs its arguments
-//! as described (its GPU-free tests).
+//! `carver tune --emit`'s writer with real compiles: the directory holds the kernel's source, an
+//! ELF cubin whose hash launch.json records (and the split-K reduction's, with a split), and the
+//! example that launches it from Python (examples/emit) reads that launch.json and packs its
+//! arguments as described (its GPU-free tests).
 //!
 //! Needs libnvrtc, not a GPU (skipped, saying why, without it); the Python part needs python3
 //! (skipped, saying why, without it).
@@ -130,18 +130,7 @@ fn emit_writes_real_cubins_that_launch_json_describes() {
         let launch = written.directory.join(LAUNCH_FILE);
         let doc: EmittedKernel = serde_json::from_slice(&std::fs::read(&launch).unwrap()).unwrap();
         let split = spec.params.split_k > 1;
-        assert_eq!(doc.kernels.len(), 1);
-        assert!(!written.directory.join("splitk_reduce.cubin").exists());
-        let workspace = doc.buffers.iter().find(|b| b.name == "workspace");
-        assert_eq!(workspace.is_some(), split);
-        if let Some(ws) = workspace {
-            assert!(ws.zero_before_first_launch);
-            assert_eq!(
-                ws.bytes,
-                spec.params.workspace_bytes(dims.m, dims.n, dims.batch)
-            );
-            assert_eq!(ws.followed_by.len(), 1, "the counters");
-        }
+        assert_eq!(doc.kernels.len(), if split { 2 } else { 1 });
         for k in &doc.kernels {
             let cubin = std::fs::read(written.directory.join(&k.cubin_file)).unwrap();
             assert_eq!(&cubin[..4], b"\x7fELF", "{}", k.cubin_file);

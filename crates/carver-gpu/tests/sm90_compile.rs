@@ -2,7 +2,7 @@
 //! representative configurations of its space (every structure the recommender proposes: both
 //! consumer counts, every m-iteration count, the widest tiles, both B layouts, bf16 and f16,
 //! epilogue chunks of 16, 32, 48 and 64 columns, split-K, the small-M path), the copy kernel that pads unaligned
-//! operands.
+//! operands and the split-K reduction.
 //!
 //! Needs libnvrtc, not a GPU: `scripts/test` installs the `nvidia-cuda-nvrtc` wheel and puts its
 //! lib folder on `LD_LIBRARY_PATH`. Skipped, saying why, when libnvrtc cannot be loaded.
@@ -11,8 +11,8 @@ use carver::family::{ConfigError, Sm90Params, Sm90Violation};
 use carver::{DType, Layout};
 use carver_gpu::GpuError;
 use carver_gpu::sm90::{
-    CacheDefect, KernelCache, KernelSpec, PtxasReport, REPACK_NAME, REPACK_SOURCE, compile_all,
-    compile_kernel, compile_source,
+    CacheDefect, KernelCache, KernelSpec, PtxasReport, REPACK_NAME, REPACK_SOURCE, SPLITK_NAME,
+    SPLITK_SOURCE, compile_all, compile_kernel, compile_source,
 };
 
 fn spec(
@@ -305,6 +305,22 @@ fn the_repack_copy_kernel_compiles_without_local_memory() {
         report.registers, report.stack_frame_bytes
     );
     // The per-shift specialisations keep every register index constant: no local array.
+    assert!(!report.spills(), "{log}");
+    assert_eq!(report.stack_frame_bytes, 0, "{log}");
+    assert_eq!(&cubin[..4], b"\x7fELF");
+}
+
+#[test]
+fn the_split_k_reduction_compiles_without_local_memory() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let (cubin, log) = compile_source(SPLITK_SOURCE, SPLITK_NAME).unwrap();
+    let report = PtxasReport::parse(&log).expect("ptxas reports the reduction");
+    eprintln!(
+        "{SPLITK_NAME}: {} registers, {} B stack",
+        report.registers, report.stack_frame_bytes
+    );
     assert!(!report.spills(), "{log}");
     assert_eq!(report.stack_frame_bytes, 0, "{log}");
     assert_eq!(&cubin[..4], b"\x7fELF");

@@ -5,33 +5,15 @@
 //! Sizes are in bytes (`_bytes`), times in microseconds (`_us`). Arrays of dimensions list the
 //! innermost (contiguous) one last in [`EmitBuffer::shape`], as a C array is declared, and first
 //! in [`TensorMapEncoding`], as the driver takes them.
-//!
-//! `launch.json` has its own version, [`EMIT_SCHEMA_VERSION`], under the rules of the crate's
-//! [`SCHEMA_VERSION`](crate::SCHEMA_VERSION) (an optional field keeps it; a removed, renamed or
-//! retyped field, or a changed meaning, bumps it), so that a change to it does not move the
-//! version of the other documents (or of the tuning database's records).
 
 use serde::{Deserialize, Serialize};
 
 use crate::cache::TuneProblem;
 
-/// Version of `launch.json` ([`EmittedKernel::schema_version`]).
-///
-/// - 1: with split-K, two kernels: the GEMM wrote fp32 partial products to the workspace (whose
-///   contents did not matter before a launch) and a second kernel,
-///   `carver_sm90_splitk_reduce`, summed them into C.
-/// - 2: one kernel always: with split-K the GEMM itself sums the partial products into C. Its
-///   workspace holds the partial products, then u32 arrival counters
-///   ([`EmitBuffer::followed_by`]), which must be zero before the first launch
-///   ([`EmitBuffer::zero_before_first_launch`]); every launch leaves them zero. A reader of
-///   version 1 that launched a version-2 split-K kernel on an uncleared workspace would get a
-///   wrong C, with no error: hence the bump.
-pub const EMIT_SCHEMA_VERSION: u32 = 2;
-
 /// `launch.json`: one tuned kernel and how to launch it on this problem.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EmittedKernel {
-    /// [`EMIT_SCHEMA_VERSION`]; readers should refuse a version they do not know.
+    /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION).
     pub schema_version: u32,
     /// Version of the carver that tuned and wrote it.
     pub carver_version: String,
@@ -53,10 +35,9 @@ pub struct EmittedKernel {
     pub build: EmitBuild,
     /// The device buffers the kernels read and write.
     pub buffers: Vec<EmitBuffer>,
-    /// Bytes of the split-K workspace, its fp32 partial products and the u32 counters after them
-    /// (0 without a split: the kernel takes a null pointer).
+    /// Bytes of the fp32 split-K workspace (0 without a split: the kernel takes a null pointer).
     pub workspace_bytes: u64,
-    /// The kernels to launch, in this order, on one stream (one since version 2).
+    /// The kernels to launch, in this order, on one stream.
     pub kernels: Vec<EmitLaunch>,
     /// How each kernel's grid (and the tensor maps) change for other sizes.
     pub grid_rule: String,
@@ -85,52 +66,22 @@ pub struct EmitBuild {
 }
 
 /// One device buffer: `shape` elements of `dtype`, densely stored, the last dimension
-/// contiguous, at its start; then the arrays of `followed_by`, if any.
+/// contiguous.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EmitBuffer {
     /// `A`, `B`, `C` or `workspace`: what the parameters below refer to.
     pub name: String,
     /// `input` (read), `output` (written) or `scratch` (written and read by the kernels).
     pub role: String,
-    /// Element type: `bf16`, `f16`, `e4m3`, `e5m2` or `f32`.
+    /// Element type: `bf16`, `f16` or `f32`.
     pub dtype: String,
     /// Dimensions, outermost first, e.g. `[batch, M, K]` for A.
     pub shape: Vec<u64>,
-    /// Total size to allocate: the `shape` array and every array of `followed_by`.
+    /// Total size.
     pub bytes: u64,
     /// The base address must be a multiple of this (TMA needs 16).
     pub alignment_bytes: u32,
     /// What the dimensions are, in words.
-    pub layout: String,
-    /// The whole buffer must hold zeros when a kernel is first launched on it: allocate it
-    /// zeroed or clear it once. Every launch leaves zero what must be (the split-K counters),
-    /// so later launches of the same sizes need no clearing, as long as they do not overlap one
-    /// another; other sizes place the arrays elsewhere, so clear it again before launching them
-    /// on it. False: its contents before a launch do not matter. (Absent in version 1, where no
-    /// buffer needed it.)
-    #[serde(default)]
-    pub zero_before_first_launch: bool,
-    /// Arrays stored in the same buffer after the `shape` one, in order, each at its own byte
-    /// offset from the buffer's start (the split-K workspace's u32 arrival counters); `bytes`
-    /// counts them too. Empty (absent) for most buffers.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub followed_by: Vec<EmitArray>,
-}
-
-/// An array inside a buffer, after the one the buffer's own `shape` describes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EmitArray {
-    /// What it is, e.g. `counters`.
-    pub name: String,
-    /// Element type, e.g. `u32`.
-    pub dtype: String,
-    /// Dimensions, outermost first, the last contiguous.
-    pub shape: Vec<u64>,
-    /// Where it starts, from the buffer's base address.
-    pub offset_bytes: u64,
-    /// Its size: `shape` elements of `dtype`.
-    pub bytes: u64,
-    /// What it holds, in words.
     pub layout: String,
 }
 

@@ -9,8 +9,7 @@
 //!
 //! # Versioning
 //!
-//! Every top-level document carries `schema_version` ([`SCHEMA_VERSION`]; `launch.json`'s is its
-//! own, [`EMIT_SCHEMA_VERSION`], under the same rules).
+//! Every top-level document carries `schema_version` ([`SCHEMA_VERSION`]).
 //! - Adding an optional field (one a reader may find absent) keeps the version.
 //! - Removing or renaming a field, changing its type or unit, or changing its meaning bumps it.
 //!
@@ -33,7 +32,7 @@
 //!
 //! The tuning database stores [`TuneRecord`]s.
 
-/// Version of every document of this crate but `launch.json` ([`EMIT_SCHEMA_VERSION`]).
+/// Version of every document of this crate.
 pub const SCHEMA_VERSION: u32 = 1;
 
 mod arch;

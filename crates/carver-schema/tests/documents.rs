@@ -673,135 +673,117 @@ fn buffer(name: &str, role: &str, dtype: &str, shape: &[u64], elem_bytes: u64) -
         bytes: shape.iter().product::<u64>() * elem_bytes,
         alignment_bytes: 16,
         layout: format!("{name}, densely stored"),
-        zero_before_first_launch: false,
-        followed_by: vec![],
     }
 }
 
-/// A split-K decode GEMM of 2 matrices, 32 tiles of N each: one kernel, which sums the splits
-/// itself, counting them in on counters after the partial products in its workspace.
-fn emitted_kernel_doc() -> EmittedKernel {
-    let partials = 2 * 4 * 4096 * 4;
-    // 2 matrices x 1 tile row x 32 tile columns x 1 consumer x 4 warps.
-    let counters = 2 * 32 * 4;
-    let workspace = partials + counters * 4;
-    EmittedKernel {
-        schema_version: EMIT_SCHEMA_VERSION,
-        carver_version: "0.1.0".into(),
-        target: "cuda-sm90".into(),
-        device: EmitDevice {
-            name: "NVIDIA H100 80GB HBM3".into(),
-            compute_capability: "9.0".into(),
-            sm_count: 132,
-        },
-        problem: TuneProblem {
-            m: 1,
-            n: 4096,
-            k: 8192,
-            batch: 2,
-            dtype_a: "bf16".into(),
-            dtype_b: "bf16".into(),
-            dtype_c: "bf16".into(),
-            dtype_acc: "f32".into(),
-            layout_a: "row".into(),
-            layout_b: "row".into(),
-        },
-        config: json!({"block_m": 64, "block_n": 128, "block_k": 64, "stages": 6,
-                       "consumers": 1, "group_m": 8, "cluster_m": 1, "persistent": false,
-                       "split_k": 4}),
-        label: "64x128x64 s6 c1 g8 k4 rr bf16".into(),
-        measured_time_us: Some(21.5),
-        cublas_time_us: Some(24.0),
-        build: EmitBuild {
-            arch: "sm_90a".into(),
-            compiler: "NVRTC 13.0".into(),
-            options: vec!["--gpu-architecture=sm_90a".into(), "-std=c++17".into()],
-        },
-        buffers: vec![
-            buffer("A", "input", "bf16", &[2, 1, 8192], 2),
-            buffer("B", "input", "bf16", &[2, 8192, 4096], 2),
-            buffer("C", "output", "bf16", &[2, 1, 4096], 2),
-            EmitBuffer {
-                bytes: workspace,
-                zero_before_first_launch: true,
-                followed_by: vec![EmitArray {
-                    name: "counters".into(),
-                    dtype: "u32".into(),
-                    shape: vec![counters],
-                    offset_bytes: partials,
-                    bytes: counters * 4,
-                    layout: "one per consumer warp of every tile".into(),
-                }],
-                ..buffer("workspace", "scratch", "f32", &[2, 4, 1, 4096], 4)
-            },
-        ],
-        workspace_bytes: workspace,
-        kernels: vec![
-            EmitLaunch {
-                entry_point: "carver_sm90_gemm".into(),
-                source_file: "kernel.cu".into(),
-                cubin_file: "kernel.cubin".into(),
-                cubin_sha256: "ab".repeat(32),
-                grid: [256, 1, 1],
-                block: [256, 1, 1],
-                cluster: [1, 1, 1],
-                cluster_compiled_in: false,
-                dynamic_smem_bytes: 148480,
-                set_max_dynamic_smem: true,
-                blocks_per_sm: Some(1),
-                params: vec![
-                    tensor_map("A", [8192, 1, 2], [64, 64, 1]),
-                    tensor_map("B", [4096, 8192, 2], [64, 64, 1]),
-                    pointer_param("c", "C", 2 * 4096 * 2),
-                    pointer_param("partials", "workspace", workspace),
-                    int_param("M", 1),
-                    int_param("N", 4096),
-                    int_param("K", 8192),
-                    int_param("batch", 2),
-                    EmitParam {
-                        name: "alpha".into(),
-                        kind: EmitParamKind::F32,
-                        size_bytes: 4,
-                        align_bytes: 4,
-                        tensor_map: None,
-                        buffer: None,
-                        bytes: None,
-                        value: None,
-                        float_value: Some(1.0),
-                        note: "C = alpha A B".into(),
-                    },
-                ],
-            },
-        ],
-        grid_rule: "carver_sm90_gemm: grid.x = 1 x units, units = ceil(ceil(M / 64) / 1) x ceil(N / 128) x 4 (split_k) x batch.".into(),
-    }
-}
-
+/// A split-K decode GEMM of 2 matrices: the GEMM, then the reduction.
 #[test]
 fn emitted_kernel() {
-    pin("emitted_kernel", &emitted_kernel_doc());
-}
-
-/// A version-1 `launch.json` (no buffer marked for zeroing, no arrays after a buffer's own)
-/// still reads into these types, the new fields at their defaults; telling the versions apart
-/// is the reader's (`schema_version`).
-#[test]
-fn an_emitted_kernel_of_version_1_still_reads() {
-    let mut doc = serde_json::to_value(emitted_kernel_doc()).unwrap();
-    doc["schema_version"] = json!(1);
-    for b in doc["buffers"].as_array_mut().unwrap() {
-        let b = b.as_object_mut().unwrap();
-        b.remove("zero_before_first_launch");
-        b.remove("followed_by");
-    }
-    let back: EmittedKernel = serde_json::from_value(doc).unwrap();
-    assert_eq!(back.schema_version, 1);
-    assert!(
-        back.buffers
-            .iter()
-            .all(|b| !b.zero_before_first_launch && b.followed_by.is_empty())
+    let workspace = 2 * 4 * 4096 * 4;
+    pin(
+        "emitted_kernel",
+        &EmittedKernel {
+            schema_version: SCHEMA_VERSION,
+            carver_version: "0.1.0".into(),
+            target: "cuda-sm90".into(),
+            device: EmitDevice {
+                name: "NVIDIA H100 80GB HBM3".into(),
+                compute_capability: "9.0".into(),
+                sm_count: 132,
+            },
+            problem: TuneProblem {
+                m: 1,
+                n: 4096,
+                k: 8192,
+                batch: 2,
+                dtype_a: "bf16".into(),
+                dtype_b: "bf16".into(),
+                dtype_c: "bf16".into(),
+                dtype_acc: "f32".into(),
+                layout_a: "row".into(),
+                layout_b: "row".into(),
+            },
+            config: json!({"block_m": 64, "block_n": 128, "block_k": 64, "stages": 6,
+                           "consumers": 1, "group_m": 8, "cluster_m": 1, "persistent": false,
+                           "split_k": 4}),
+            label: "64x128x64 s6 c1 g8 k4 rr bf16".into(),
+            measured_time_us: Some(21.5),
+            cublas_time_us: Some(24.0),
+            build: EmitBuild {
+                arch: "sm_90a".into(),
+                compiler: "NVRTC 13.0".into(),
+                options: vec!["--gpu-architecture=sm_90a".into(), "-std=c++17".into()],
+            },
+            buffers: vec![
+                buffer("A", "input", "bf16", &[2, 1, 8192], 2),
+                buffer("B", "input", "bf16", &[2, 8192, 4096], 2),
+                buffer("C", "output", "bf16", &[2, 1, 4096], 2),
+                buffer("workspace", "scratch", "f32", &[2, 4, 1, 4096], 4),
+            ],
+            workspace_bytes: workspace,
+            kernels: vec![
+                EmitLaunch {
+                    entry_point: "carver_sm90_gemm".into(),
+                    source_file: "kernel.cu".into(),
+                    cubin_file: "kernel.cubin".into(),
+                    cubin_sha256: "ab".repeat(32),
+                    grid: [256, 1, 1],
+                    block: [256, 1, 1],
+                    cluster: [1, 1, 1],
+                    cluster_compiled_in: false,
+                    dynamic_smem_bytes: 148480,
+                    set_max_dynamic_smem: true,
+                    blocks_per_sm: Some(1),
+                    params: vec![
+                        tensor_map("A", [8192, 1, 2], [64, 64, 1]),
+                        tensor_map("B", [4096, 8192, 2], [64, 64, 1]),
+                        pointer_param("c", "C", 2 * 4096 * 2),
+                        pointer_param("partials", "workspace", workspace),
+                        int_param("M", 1),
+                        int_param("N", 4096),
+                        int_param("K", 8192),
+                        int_param("batch", 2),
+                        EmitParam {
+                            name: "alpha".into(),
+                            kind: EmitParamKind::F32,
+                            size_bytes: 4,
+                            align_bytes: 4,
+                            tensor_map: None,
+                            buffer: None,
+                            bytes: None,
+                            value: None,
+                            float_value: Some(1.0),
+                            note: "C = alpha A B".into(),
+                        },
+                    ],
+                },
+                EmitLaunch {
+                    entry_point: "carver_sm90_splitk_reduce".into(),
+                    source_file: "splitk_reduce.cu".into(),
+                    cubin_file: "splitk_reduce.cubin".into(),
+                    cubin_sha256: "cd".repeat(32),
+                    grid: [16, 2, 1],
+                    block: [256, 1, 1],
+                    cluster: [1, 1, 1],
+                    cluster_compiled_in: false,
+                    dynamic_smem_bytes: 0,
+                    set_max_dynamic_smem: false,
+                    blocks_per_sm: None,
+                    params: vec![
+                        pointer_param("partials", "workspace", workspace),
+                        pointer_param("c", "C", 2 * 4096 * 2),
+                        int_param("M", 1),
+                        int_param("N", 4096),
+                        int_param("ldw", 4096),
+                        int_param("splits", 4),
+                        int_param("batch", 2),
+                        int_param("out_bf16", 1),
+                    ],
+                },
+            ],
+            grid_rule: "carver_sm90_gemm: grid.x = 1 x units, units = ceil(ceil(M / 64) / 1) x ceil(N / 128) x 4 (split_k) x batch.".into(),
+        },
     );
-    assert_ne!(EMIT_SCHEMA_VERSION, 1);
 }
 
 fn tune_record() -> TuneRecord {

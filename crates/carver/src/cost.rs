@@ -636,7 +636,7 @@ impl<'a> Pricer<'a> {
             b_line,
             epilogue_bytes_per_block,
             epilogue_rate,
-            split_k_time: self.split_k_time(c.split_k, Some(tiles)),
+            split_k_time: self.split_k_time(c.split_k),
             c_bytes: self.c_bytes(c.split_k),
             // A loop whose loads wait behind more wgmma instructions than the tensor pipe
             // queues issues them late.
@@ -747,7 +747,7 @@ impl<'a> Pricer<'a> {
                 + staged_per_block,
             iterations,
             epilogue: units as f64 * epilogue_bytes_per_block / epilogue_rate,
-            split_k_time: self.split_k_time(g.split_k, None),
+            split_k_time: self.split_k_time(g.split_k),
             c_bytes: self.c_bytes(g.split_k),
         })
     }
@@ -824,10 +824,8 @@ impl<'a> Pricer<'a> {
         (bytes, rate)
     }
 
-    /// Seconds of the split-K reduction after the main loop. `tiles`: the launch's tiles, each
-    /// summed by one block in an in-kernel reduction (`None`: as many as there are SMs, the
-    /// fastest, for a lower bound).
-    fn split_k_time(&self, split_k: u32, tiles: Option<u64>) -> f64 {
+    /// Seconds of the split-K reduction outside the main kernel.
+    fn split_k_time(&self, split_k: u32) -> f64 {
         let mn = self.p.m as f64 * self.p.n as f64 * self.batch;
         let (eo, dram_bw) = (self.eo, self.dram_bw);
         match (split_k > 1, self.split_reduction) {
@@ -839,18 +837,6 @@ impl<'a> Pricer<'a> {
             // Sum the per-split slices.
             (true, SplitKReduction::SeparateReduce) => {
                 EXTRA_KERNEL_US * 1e-6 + (f64::from(split_k) * mn * 4.0 + mn * eo) / dram_bw
-            }
-            // The last split of each tile reads the tile's slices back, from the L2 when they
-            // were just written there and fit, through the ports of the SMs doing it; then C.
-            (true, SplitKReduction::InKernel) => {
-                let slices = f64::from(split_k) * mn * 4.0;
-                let readers = tiles.map_or(self.sms, |t| (t as f64).min(self.sms));
-                let source = if slices <= self.l2_usable {
-                    self.l2_bw
-                } else {
-                    dram_bw
-                };
-                slices / source.min(readers * self.port) + mn * eo / dram_bw
             }
         }
     }

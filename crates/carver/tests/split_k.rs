@@ -54,34 +54,3 @@ fn splits_are_offered_where_tiles_leave_sms_idle() {
         carver::recommend_hints(&template(8192, 8192, 8192), arch, TopK::new(8).unwrap()).unwrap();
     assert!(large.iter().all(|h| split_of(h) == 1));
 }
-
-/// The family's split-K sums the splits inside the GEMM (the last split of each piece of a tile
-/// reads the slices back): no second kernel to launch, and slices just written read from the L2.
-#[test]
-fn the_split_reduction_is_priced_inside_the_kernel() {
-    let db = HardwareDb::embedded().unwrap();
-    let arch = db.get("h200").unwrap();
-    // A long-K decode GEMM: 40 tiles of 64 x 128, each split 3 ways (120 blocks).
-    let t = template(16, 5120, 13824);
-    let config = json!({"block_m": 64, "block_n": 128, "block_k": 64, "stages": 8,
-        "consumers": 1, "group_m": 1, "cluster_m": 1, "persistent": false, "split_k": 3});
-    let (_, p) = predict_native(&t, arch, &config).unwrap();
-    let reduction = p.breakdown.split_k_us;
-    // 3 slices of 16 x 5120 fp32 (983 KB) through 40 SMs' L2 ports, then C: well under a
-    // microsecond; a separate kernel would cost its launch (several microseconds) on top.
-    assert!(
-        reduction > 0.0 && reduction < 1.0,
-        "split-K reduction priced at {reduction:.2} us"
-    );
-    // Unsplit, nothing.
-    let whole = json!({"block_m": 64, "block_n": 128, "block_k": 64, "stages": 8,
-        "consumers": 1, "group_m": 1, "cluster_m": 1, "persistent": false, "split_k": 1});
-    assert_eq!(
-        predict_native(&t, arch, &whole)
-            .unwrap()
-            .1
-            .breakdown
-            .split_k_us,
-        0.0
-    );
-}

@@ -1,40 +1,40 @@
 //! `carver tune --emit DIR`: a tuned winner written out for another program to load and launch
-//! without carver: its CUDA source (`kernel.cu`), its cubin (`kernel.cubin`) and `launch.json`
-//! (carver-schema's [`EmittedKernel`]): grid, block, cluster, dynamic shared memory, every
-//! parameter in order, the tensor maps with each `cuTensorMapEncodeTiled` argument, and the
-//! buffers, the split-K workspace among them (fp32 partial products, then the u32 counters with
-//! which the kernel sums the splits itself; zeroed before the first launch). One kernel always.
+//! without carver: its CUDA source (`kernel.cu`), its cubin (`kernel.cubin`), with split-K the
+//! reduction kernel's too (`splitk_reduce.cu`, `splitk_reduce.cubin`), and `launch.json`
+//! (carver-schema's [`EmittedKernel`]): grid, block, cluster, dynamic shared memory, and every
+//! parameter in order, the tensor maps with each `cuTensorMapEncodeTiled` argument.
 //!
 //! [`describe`] builds the description from the instantiation, the problem and the grid the
-//! tuning run launched (no GPU needed), with the launch geometry of `launch.rs`, the code the
-//! tuning run itself launches with; [`write_emit`] writes the directory; [`emit`] compiles
-//! (through the kernel cache) and does both.
+//! tuning run launched (no GPU needed), with the launch geometry of `launch.rs` and `splitk.rs`,
+//! the code the tuning run itself launches with; [`write_emit`] writes the directory; [`emit`]
+//! compiles (through the kernel cache) and does both.
 //!
 //! Each shape goes to its own directory, `DIR/<M>x<N>x<K>[_batch<B>]_<dtype>_<layout>/`
-//! ([`emit_dir_name`]). carver writes only there and only its own three file names, each
-//! through a temporary file and a rename, `launch.json` last; it replaces an earlier emit (a
-//! directory whose `launch.json` carver wrote), removing what that one named and this one does
-//! not (an earlier carver's split-K reduction, `splitk_reduce.cu` and `.cubin`), and refuses a
-//! directory that holds anything else, saying so.
+//! ([`emit_dir_name`]). carver writes only there and only its own five file names, each through
+//! a temporary file and a rename, `launch.json` last; it replaces an earlier emit (a directory
+//! whose `launch.json` carver wrote) and refuses a directory that holds anything else, saying so.
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use carver::family::{ConfigError, Sm90Params};
+use carver::family::ConfigError;
 use carver::{DType, Layout};
 use carver_schema::{
-    EMIT_SCHEMA_VERSION, EmitArray, EmitBuffer, EmitBuild, EmitDevice, EmitLaunch, EmitParam,
-    EmitParamKind, EmittedKernel, EnumArg, TensorMapEncoding,
+    EmitBuffer, EmitBuild, EmitDevice, EmitLaunch, EmitParam, EmitParamKind, EmittedKernel,
+    EnumArg, SCHEMA_VERSION, TensorMapEncoding,
 };
 use thiserror::Error;
 
-use super::compile::{GPU_ARCH, nvrtc_version, options};
+use super::compile::{GPU_ARCH, compile_source, nvrtc_version, options};
 use super::kernel_cache::{Found, read_at_most, replace_file, sha256_hex};
 use super::launch::{
     GemmDims, TMA_INTERLEAVE, TMA_L2_PROMOTION, TMA_OOB_FILL, TMA_SWIZZLE, TmaGeometry,
     tma_data_type, tma_geometry,
 };
-use super::{CacheDefect, KERNEL_NAME, KernelCache, KernelSpec, OperandRows, operand_rows};
+use super::{
+    CacheDefect, KERNEL_NAME, KernelCache, KernelSpec, OperandRows, SPLITK_NAME, SPLITK_SOURCE,
+    SPLITK_THREADS, SplitKShape, operand_rows,
+};
 use crate::error::GpuError;
 
 /// The description's file name.
@@ -42,12 +42,10 @@ pub const LAUNCH_FILE: &str = "launch.json";
 /// The GEMM's source and cubin.
 pub const GEMM_SOURCE_FILE: &str = "kernel.cu";
 pub const GEMM_CUBIN_FILE: &str = "kernel.cubin";
-/// The split-K reduction kernel's source and cubin, which carver emitted beside the GEMM's up to
-/// `launch.json` version 1. It writes them no more (the GEMM sums the splits itself) and
-/// removes them when it replaces such an emit.
+/// The split-K reduction's source and cubin.
 pub const REDUCE_SOURCE_FILE: &str = "splitk_reduce.cu";
 pub const REDUCE_CUBIN_FILE: &str = "splitk_reduce.cubin";
-/// Every name carver writes, or once wrote, into an emitted directory; it never touches another.
+/// Every name carver writes into an emitted directory; it never touches another.
 const CARVER_FILES: [&str; 5] = [
     LAUNCH_FILE,
     GEMM_SOURCE_FILE,
@@ -57,14 +55,12 @@ const CARVER_FILES: [&str; 5] = [
 ];
 /// No `launch.json` carver writes is this large; a larger one is not carver's.
 const MAX_LAUNCH_BYTES: u64 = 4 << 20;
-/// The base address TMA needs of A and B (and the alignment the kernel's vector stores assume
+/// The base address TMA needs of A and B (and the alignment the kernels' vector stores assume
 /// of C and the workspace).
 const BUFFER_ALIGNMENT: u32 = 16;
 /// A `CUtensorMap`: 128 opaque bytes, 64-byte aligned.
 const TENSOR_MAP_BYTES: u32 = 128;
 const TENSOR_MAP_ALIGN: u32 = 64;
-/// Warps of one consumer warpgroup: the split-K counters count each one's piece of a tile.
-const WARPS_PER_CONSUMER: u32 = 4;
 /// Above this much dynamic shared memory a function needs the attribute raised first.
 const DEFAULT_DYNAMIC_SMEM_BYTES: u32 = 48 << 10;
 
@@ -112,10 +108,12 @@ pub struct EmitInputs {
     pub cublas_time_s: Option<f64>,
 }
 
-/// The compiled image the description names, and the compiler that made it.
+/// The compiled images the description names, and the compiler that made them.
 #[derive(Clone, Copy, Debug)]
 pub struct EmitCubins<'a> {
     pub gemm: &'a [u8],
+    /// The split-K reduction; needed when the winner splits K.
+    pub reduce: Option<&'a [u8]>,
     /// NVRTC's version (major, minor).
     pub nvrtc: (i32, i32),
 }
@@ -269,8 +267,6 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
             shape,
             alignment_bytes: BUFFER_ALIGNMENT,
             layout,
-            zero_before_first_launch: false,
-            followed_by: Vec::new(),
         })
     };
     let c_rows = OperandRows {
@@ -304,19 +300,8 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
             "[batch, M, N]: row-major M x N matrices".into(),
         )?,
     ];
+    let ldw = p.workspace_ld(d.n);
     if split {
-        let ldw = p.workspace_ld(d.n);
-        let partials_bytes = p.partials_bytes(d.m, d.n, d.batch);
-        let counters = p.split_counters(d.m, d.n, d.batch);
-        let counters_shape = counters_shape(p, d);
-        let counters_bytes = counters.checked_mul(4).ok_or_else(too_large)?;
-        if product(&counters_shape) != Some(counters)
-            || partials_bytes.checked_add(counters_bytes) != Some(workspace_bytes)
-        {
-            return Err(unsupported(format!(
-                "its workspace of {workspace_bytes} bytes is not {partials_bytes} bytes of partial products and {counters} counters of shape {counters_shape:?}"
-            )));
-        }
         buffers.push(EmitBuffer {
             name: "workspace".into(),
             role: "scratch".into(),
@@ -325,23 +310,9 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
             bytes: workspace_bytes,
             alignment_bytes: BUFFER_ALIGNMENT,
             layout: format!(
-                "[batch, split_k, M, ldw]: fp32 partial products, rows of ldw = N rounded up to whole tiles of {} = {ldw} ({partials_bytes} bytes); then, at byte {partials_bytes}, {counters} u32 arrival counters ({counters_bytes} bytes). Zero the whole buffer once before the first launch (the counters must start at 0); every launch leaves the counters at 0, so later launches of the same sizes need no clearing (other sizes move the counters: clear it again first); launches sharing it must not overlap (one stream)",
+                "[batch, split_k, M, ldw]: fp32 partial products, rows of ldw = N rounded up to whole tiles of {} = {ldw}; need not be zeroed",
                 p.block_n
             ),
-            zero_before_first_launch: true,
-            followed_by: vec![EmitArray {
-                name: "counters".into(),
-                dtype: "u32".into(),
-                shape: counters_shape.to_vec(),
-                offset_bytes: partials_bytes,
-                bytes: counters_bytes,
-                layout: format!(
-                    "[batch, tile rows, tile columns, warps]: one per consumer warp of every tile ({} consumer(s) x {WARPS_PER_CONSUMER} warps; tile rows are ceil(M / {}) rounded up to whole clusters of {}); a warp counts its piece in, and the split that counts last sums every split's piece into C and sets the counter back to 0",
-                    p.consumers,
-                    p.block_m,
-                    p.cluster_m.max(1)
-                ),
-            }],
         });
     }
     let c_bytes = buffers[2].bytes;
@@ -432,7 +403,7 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
             Some("C"),
             c_bytes,
             if split {
-                "C (with split-K, each piece written by the split that finishes it last, the sum of every split's partial products)"
+                "C (unused with split-K: the reduction writes it)"
             } else {
                 "C"
             },
@@ -442,7 +413,7 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
                 "partials",
                 Some("workspace"),
                 workspace_bytes,
-                "the split-K workspace: fp32 partial products, then u32 arrival counters, which must be zero before the first launch (this kernel leaves them so)",
+                "the split-K workspace this kernel writes",
             )
         } else {
             pointer("partials", None, 0, "no split: null")
@@ -460,7 +431,7 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
     .map_err(unsupported)?;
     let cluster_m = p.cluster_m.max(1);
     let smem = spec.dynamic_smem_bytes();
-    let kernels = vec![EmitLaunch {
+    let mut kernels = vec![EmitLaunch {
         entry_point: KERNEL_NAME.into(),
         source_file: GEMM_SOURCE_FILE.into(),
         cubin_file: GEMM_CUBIN_FILE.into(),
@@ -474,8 +445,57 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
         blocks_per_sm: Some(inputs.blocks_per_sm),
         params: gemm_params,
     }];
+    if split {
+        let reduce = cubins.reduce.ok_or_else(|| {
+            unsupported("it splits K and the reduction kernel's cubin is missing".into())
+        })?;
+        let shape = SplitKShape {
+            m: d.m,
+            n: d.n,
+            ldw,
+            splits: p.split_k,
+            batch: d.batch,
+            out_bf16: spec.output == DType::Bf16,
+        };
+        let [_, _, ldw_arg, splits, _, out_bf16] =
+            shape.int_args().map_err(|e| unsupported(e.to_string()))?;
+        let cfg = shape.launch_config();
+        kernels.push(EmitLaunch {
+            entry_point: SPLITK_NAME.into(),
+            source_file: REDUCE_SOURCE_FILE.into(),
+            cubin_file: REDUCE_CUBIN_FILE.into(),
+            cubin_sha256: sha256_hex(reduce),
+            grid: [cfg.grid_dim.0, cfg.grid_dim.1, cfg.grid_dim.2],
+            block: [cfg.block_dim.0, cfg.block_dim.1, cfg.block_dim.2],
+            cluster: [1, 1, 1],
+            cluster_compiled_in: false,
+            dynamic_smem_bytes: cfg.shared_mem_bytes,
+            set_max_dynamic_smem: false,
+            blocks_per_sm: None,
+            params: in_source_order(
+                SPLITK_SOURCE,
+                SPLITK_NAME,
+                vec![
+                    pointer(
+                        "partials",
+                        Some("workspace"),
+                        workspace_bytes,
+                        "the workspace the GEMM wrote",
+                    ),
+                    pointer("c", Some("C"), c_bytes, "C"),
+                    int("M", m, "rows of C"),
+                    int("N", n, "columns of C"),
+                    int("ldw", ldw_arg, "row length of the workspace, fp32 elements"),
+                    int("splits", splits, "split_k"),
+                    int("batch", batch, "matrices in the batch"),
+                    int("out_bf16", out_bf16, "1: C is bf16; 0: C is f16"),
+                ],
+            )
+            .map_err(unsupported)?,
+        });
+    }
     Ok(EmittedKernel {
-        schema_version: EMIT_SCHEMA_VERSION,
+        schema_version: SCHEMA_VERSION,
         carver_version: env!("CARGO_PKG_VERSION").into(),
         target: "cuda-sm90".into(),
         device: inputs.device.clone(),
@@ -613,27 +633,12 @@ fn grid_rule(inputs: &EmitInputs) -> String {
         elements_per_16_bytes(spec.input)
     ));
     if p.split_k > 1 {
-        let warps = p.consumers * WARPS_PER_CONSUMER;
         rule.push_str(&format!(
-            " The splits are summed into C by the kernel itself (no second kernel): workspace = batch x {} x M x ldw x 4 bytes of fp32 partial products, ldw = ceil(N / {bn}) x {bn}, then batch x ceil(ceil(M / {bm}) / {cm}) x {cm} x ceil(N / {bn}) x {warps} u32 counters (4 bytes each), zeroed before the first launch; every launch leaves its counters at 0, so later launches of the same sizes need no clearing, but the counters move with the sizes: clear the workspace again before launching other sizes on it.",
-            p.split_k,
-            bn = p.block_n,
-            bm = p.block_m,
+            " {SPLITK_NAME}: grid = (ceil(N / {SPLITK_THREADS}), min(batch x M, 65535), 1), after the GEMM on the same stream; workspace = batch x {} x M x ldw x 4 bytes, ldw = ceil(N / {}) x {}.",
+            p.split_k, p.block_n, p.block_n
         ));
     }
     rule
-}
-
-/// The split-K counters' dimensions, `[batch, tile rows, tile columns, warps]`, as the kernel
-/// indexes them (tile rows rounded up to whole clusters).
-fn counters_shape(p: &Sm90Params, d: &GemmDims) -> [u64; 4] {
-    let cm = u64::from(p.cluster_m.max(1));
-    [
-        d.batch,
-        d.m.div_ceil(u64::from(p.block_m.max(1))).div_ceil(cm) * cm,
-        d.n.div_ceil(u64::from(p.block_n.max(1))),
-        u64::from(p.consumers * WARPS_PER_CONSUMER),
-    ]
 }
 
 /// What a directory holds for [`write_emit`]: nothing yet, or carver's earlier emit with the
@@ -696,9 +701,8 @@ fn inspect_target(path: &Path) -> Result<Vec<String>, EmitError> {
 }
 
 /// Writes `doc` and `files` (name, content) into `root/<name>/`: a new or empty directory, or
-/// carver's earlier emit, whose files this one replaces (and whose files it does not write, such
-/// as an earlier carver's split-K reduction, it removes). Anything else there is refused and
-/// nothing is written.
+/// carver's earlier emit, whose files this one replaces (and whose split-K files it removes when
+/// it has none). Anything else there is refused and nothing is written.
 pub fn write_emit(
     root: &Path,
     name: &str,
@@ -749,7 +753,8 @@ pub fn write_emit(
 }
 
 /// Compiles the winner (through `cache`; `on_defect` hears of a cache entry that could not be
-/// trusted), then writes it, its source and `launch.json` under `root` (see [`write_emit`]).
+/// trusted) and, with split-K, the reduction, then writes them, their sources and `launch.json`
+/// under `root` (see [`write_emit`]).
 pub fn emit(
     root: &Path,
     cache: &KernelCache,
@@ -761,19 +766,33 @@ pub fn emit(
     let gemm = cache
         .get_or_compile(spec, on_defect)
         .map_err(EmitError::Build)?;
+    let reduce = if spec.params.split_k > 1 {
+        Some(
+            compile_source(SPLITK_SOURCE, SPLITK_NAME)
+                .map_err(EmitError::Build)?
+                .0,
+        )
+    } else {
+        None
+    };
     let nvrtc = nvrtc_version().map_err(EmitError::Build)?;
     let doc = describe(
         inputs,
         EmitCubins {
             gemm: &gemm.cubin,
+            reduce: reduce.as_deref(),
             nvrtc,
         },
     )?;
     let source = spec.source();
-    let files: [(&str, &[u8]); 2] = [
+    let mut files: Vec<(&str, &[u8])> = vec![
         (GEMM_SOURCE_FILE, source.as_bytes()),
         (GEMM_CUBIN_FILE, &gemm.cubin),
     ];
+    if let Some(reduce) = &reduce {
+        files.push((REDUCE_SOURCE_FILE, SPLITK_SOURCE.as_bytes()));
+        files.push((REDUCE_CUBIN_FILE, reduce));
+    }
     write_emit(root, &emit_dir_name(spec, &inputs.dims), &doc, &files)
 }
 
@@ -822,10 +841,12 @@ mod tests {
     }
 
     const GEMM: &[u8] = b"\x7fELF gemm";
+    const REDUCE: &[u8] = b"\x7fELF reduce";
 
     fn cubins() -> EmitCubins<'static> {
         EmitCubins {
             gemm: GEMM,
+            reduce: Some(REDUCE),
             nvrtc: (13, 0),
         }
     }
@@ -858,7 +879,7 @@ mod tests {
         // Unequal M, N and K, so that a swapped dimension shows.
         let s = spec((128, 256, 2), 1, false, 1, Layout::Row, DType::Bf16);
         let doc = describe(&inputs(s, (1000, 3072, 512, 1), 8 * 12), cubins()).unwrap();
-        assert_eq!(doc.schema_version, EMIT_SCHEMA_VERSION);
+        assert_eq!(doc.schema_version, SCHEMA_VERSION);
         assert_eq!(doc.kernels.len(), 1);
         assert_eq!(doc.workspace_bytes, 0);
         let k = &doc.kernels[0];
@@ -929,13 +950,8 @@ mod tests {
         assert_eq!(doc.problem.layout_b, "row");
         assert_eq!(doc.config, serde_json::to_value(s.params).unwrap());
         assert_eq!(doc.measured_time_us, Some(12.5));
-        assert!(
-            doc.buffers
-                .iter()
-                .all(|b| !b.zero_before_first_launch && b.followed_by.is_empty())
-        );
         assert!(doc.grid_rule.contains("ceil(M / 128)"), "{}", doc.grid_rule);
-        assert!(!doc.grid_rule.contains("workspace"), "{}", doc.grid_rule);
+        assert!(!doc.grid_rule.contains("splitk"), "{}", doc.grid_rule);
     }
 
     #[test]
@@ -992,110 +1008,74 @@ mod tests {
         assert!(e.to_string().contains("one block per tile"), "{e}");
     }
 
-    /// The workspace `doc` describes: its own shape, its counters' shape, their offset and the
-    /// whole size.
-    fn workspace(doc: &EmittedKernel) -> (Vec<u64>, Vec<u64>, u64, u64) {
-        let ws = doc.buffers.iter().find(|b| b.name == "workspace").unwrap();
-        assert_eq!((ws.role.as_str(), ws.dtype.as_str()), ("scratch", "f32"));
-        assert!(ws.zero_before_first_launch);
-        assert_eq!(ws.bytes, doc.workspace_bytes);
-        let [counters] = ws.followed_by.as_slice() else {
-            panic!("{:?}", ws.followed_by)
-        };
-        assert_eq!(
-            (counters.name.as_str(), counters.dtype.as_str()),
-            ("counters", "u32")
-        );
-        // The partial products fill the buffer up to the counters, which fill the rest.
-        assert_eq!(counters.offset_bytes, product(&ws.shape).unwrap() * 4);
-        assert_eq!(counters.bytes, product(&counters.shape).unwrap() * 4);
-        assert_eq!(counters.offset_bytes + counters.bytes, ws.bytes);
-        (
-            ws.shape.clone(),
-            counters.shape.clone(),
-            counters.offset_bytes,
-            ws.bytes,
-        )
-    }
-
     #[test]
-    fn split_k_is_one_kernel_with_a_workspace_of_partials_and_counters() {
+    fn split_k_adds_the_reduction_and_its_workspace() {
         let s = spec((64, 128, 1), 1, false, 4, Layout::Row, DType::Bf16);
         // 1 row tile x 32 column tiles x 4 splits x 3 matrices.
         let dims = (1, 4096, 8192, 3);
         let doc = describe(&inputs(s, dims, 384), cubins()).unwrap();
-        let partials = 3 * 4 * 4096 * 4;
-        // 3 matrices x 1 tile row x 32 tile columns x 1 consumer of 4 warps.
-        let counters = 3 * 32 * 4;
-        let total = partials + counters * 4;
+        let workspace = 3 * 4 * 4096 * 4;
+        assert_eq!(doc.workspace_bytes, workspace);
+        let ws = doc.buffers.iter().find(|b| b.name == "workspace").unwrap();
         assert_eq!(
-            workspace(&doc),
-            (vec![3, 4, 1, 4096], vec![3, 1, 32, 4], partials, total)
+            (ws.shape.as_slice(), ws.dtype.as_str()),
+            (&[3, 4, 1, 4096][..], "f32")
         );
-        assert_eq!(doc.workspace_bytes, s.params.workspace_bytes(1, 4096, 3));
-        assert_eq!(doc.kernels.len(), 1);
+        assert_eq!(doc.kernels.len(), 2);
         let gemm = &doc.kernels[0];
-        assert_eq!(gemm.entry_point, KERNEL_NAME);
         assert_eq!(gemm.grid, [384, 1, 1]);
         assert_eq!(
             pointer(&gemm.params, "partials"),
-            (Some("workspace".into()), total)
+            (Some("workspace".into()), workspace)
         );
-        // The kernel writes C itself.
-        assert_eq!(pointer(&gemm.params, "c"), (Some("C".into()), 3 * 4096 * 2));
-        let c = gemm.params.iter().find(|p| p.name == "c").unwrap();
-        assert!(!c.note.contains("unused"), "{}", c.note);
-        let ws = doc.buffers.iter().find(|b| b.name == "workspace").unwrap();
-        for part in [
-            "partial products",
-            "counters",
-            "Zero the whole buffer",
-            "4096",
+        let reduce = &doc.kernels[1];
+        assert_eq!(reduce.entry_point, SPLITK_NAME);
+        assert_eq!(
+            (reduce.source_file.as_str(), reduce.cubin_file.as_str()),
+            (REDUCE_SOURCE_FILE, REDUCE_CUBIN_FILE)
+        );
+        assert_eq!(reduce.cubin_sha256, sha256_hex(REDUCE));
+        assert_eq!((reduce.grid, reduce.block), ([16, 3, 1], [256, 1, 1]));
+        assert_eq!(reduce.dynamic_smem_bytes, 0);
+        assert_eq!(
+            names(&reduce.params),
+            [
+                "partials", "c", "M", "N", "ldw", "splits", "batch", "out_bf16"
+            ]
+        );
+        assert_eq!(
+            pointer(&reduce.params, "partials"),
+            (Some("workspace".into()), workspace)
+        );
+        assert_eq!(
+            pointer(&reduce.params, "c"),
+            (Some("C".into()), 3 * 4096 * 2)
+        );
+        for (name, v) in [
+            ("M", 1),
+            ("N", 4096),
+            ("ldw", 4096),
+            ("splits", 4),
+            ("batch", 3),
+            ("out_bf16", 1),
         ] {
-            assert!(ws.layout.contains(part), "{part}: {}", ws.layout);
+            assert_eq!(value(&reduce.params, name), v, "{name}");
         }
-        for part in [
-            "no second kernel",
-            "ceil(N / 128) x 128",
-            "x 4 u32 counters",
-        ] {
-            assert!(doc.grid_rule.contains(part), "{part}: {}", doc.grid_rule);
-        }
-        assert!(!doc.grid_rule.contains("splitk"), "{}", doc.grid_rule);
+        assert!(doc.grid_rule.contains(SPLITK_NAME), "{}", doc.grid_rule);
 
-        // Ragged N: the partials' rows are whole tiles, and so are the counters' columns.
+        // Ragged N: the workspace rows are whole tiles; f16 output.
         let s = spec((64, 128, 1), 1, false, 2, Layout::Col, DType::F16);
         let doc = describe(&inputs(s, (1, 1000, 4096, 1), 16), cubins()).unwrap();
-        assert_eq!(
-            workspace(&doc),
-            (
-                vec![1, 2, 1, 1024],
-                vec![1, 1, 8, 4],
-                2 * 1024 * 4,
-                2 * 1024 * 4 + 32 * 4
-            )
-        );
+        let reduce = &doc.kernels[1];
+        assert_eq!(value(&reduce.params, "ldw"), 1024);
+        assert_eq!(value(&reduce.params, "out_bf16"), 0);
+        assert_eq!(doc.workspace_bytes, 2 * 1024 * 4);
 
-        // Two consumers, clusters of 2 (tile rows rounded up to whole clusters), a persistent
-        // grid, a batch.
-        let s = spec((128, 128, 2), 2, true, 3, Layout::Col, DType::Bf16);
-        let doc = describe(&inputs(s, (300, 1000, 1024, 2), 64), cubins()).unwrap();
-        // ceil(300 / 128) = 3 tile rows, 4 in whole clusters; 8 tile columns; 2 x 4 warps.
-        let partials = 2 * 3 * 300 * 1024 * 4;
-        assert_eq!(
-            workspace(&doc),
-            (
-                vec![2, 3, 300, 1024],
-                vec![2, 4, 8, 8],
-                partials,
-                partials + 2 * 4 * 8 * 8 * 4
-            )
-        );
-        assert_eq!(doc.workspace_bytes, s.params.workspace_bytes(300, 1000, 2));
-        assert_eq!(doc.kernels.len(), 1);
-
+        // Without the reduction's cubin the description is refused, not half written.
+        let mut no_reduce = cubins();
+        no_reduce.reduce = None;
+        assert!(describe(&inputs(s, (1, 1000, 4096, 1), 16), no_reduce).is_err());
         // More splits than K blocks.
-        let s = spec((64, 128, 1), 1, false, 2, Layout::Col, DType::F16);
         let e = describe(&inputs(s, (1, 1000, 64, 1), 16), cubins()).unwrap_err();
         assert!(e.to_string().contains("split_k"), "{e}");
     }
@@ -1122,8 +1102,7 @@ mod tests {
     fn every_parameter_the_sources_declare_is_described_in_order() {
         let s = spec((64, 128, 1), 1, false, 2, Layout::Col, DType::Bf16);
         let doc = describe(&inputs(s, (64, 1024, 1024, 1), 16), cubins()).unwrap();
-        assert_eq!(doc.kernels.len(), 1);
-        for (kernel, source) in doc.kernels.iter().zip([s.source().as_str()]) {
+        for (kernel, source) in doc.kernels.iter().zip([s.source().as_str(), SPLITK_SOURCE]) {
             let declared = signature(source, &kernel.entry_point).unwrap();
             assert!(declared.len() >= 8, "{declared:?}");
             assert_eq!(
@@ -1212,36 +1191,24 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let split = spec((64, 128, 1), 1, false, 4, Layout::Row, DType::Bf16);
         let split_doc = describe(&inputs(split, (1, 4096, 8192, 1), 128), cubins()).unwrap();
-        let all: [(&str, &[u8]); 2] = [(GEMM_SOURCE_FILE, b"// gemm"), (GEMM_CUBIN_FILE, GEMM)];
-
-        // An earlier carver's split-K emit (launch.json version 1): the GEMM, then the
-        // reduction kernel, each with its source and cubin; and a file of the user's.
-        let earlier = root.path().join("shape");
-        std::fs::create_dir(&earlier).unwrap();
-        let mut v1 = serde_json::to_value(&split_doc).unwrap();
-        v1["schema_version"] = 1.into();
-        let mut reduce = v1["kernels"][0].clone();
-        reduce["entry_point"] = "carver_sm90_splitk_reduce".into();
-        reduce["source_file"] = REDUCE_SOURCE_FILE.into();
-        reduce["cubin_file"] = REDUCE_CUBIN_FILE.into();
-        v1["kernels"].as_array_mut().unwrap().push(reduce);
-        for (file, bytes) in [
-            (LAUNCH_FILE, serde_json::to_vec(&v1).unwrap().as_slice()),
-            (GEMM_SOURCE_FILE, b"// old gemm"),
-            (GEMM_CUBIN_FILE, b"\x7fELF old gemm"),
+        let all: [(&str, &[u8]); 4] = [
+            (GEMM_SOURCE_FILE, b"// gemm"),
+            (GEMM_CUBIN_FILE, GEMM),
             (REDUCE_SOURCE_FILE, b"// reduce"),
-            (REDUCE_CUBIN_FILE, b"\x7fELF reduce"),
-            ("notes.txt", b"mine"),
-        ] {
-            std::fs::write(earlier.join(file), bytes).unwrap();
-        }
-        // Replaced: one kernel, the reduction's files gone, the user's file kept.
+            (REDUCE_CUBIN_FILE, REDUCE),
+        ];
         let w = write_emit(root.path(), "shape", &split_doc, &all).unwrap();
-        assert_eq!(w.directory, earlier);
-        assert_eq!(w.files, ["kernel.cu", "kernel.cubin", "launch.json"]);
+        assert_eq!(w.directory, root.path().join("shape"));
+        assert_eq!(w.files.last().map(String::as_str), Some(LAUNCH_FILE));
         assert_eq!(
             tree(&w.directory),
-            ["kernel.cu", "kernel.cubin", "launch.json", "notes.txt"]
+            [
+                "kernel.cu",
+                "kernel.cubin",
+                "launch.json",
+                "splitk_reduce.cu",
+                "splitk_reduce.cubin"
+            ]
         );
         let back: EmittedKernel =
             serde_json::from_slice(&std::fs::read(w.directory.join(LAUNCH_FILE)).unwrap()).unwrap();
@@ -1251,10 +1218,11 @@ mod tests {
             GEMM
         );
 
-        // Emitting again without a split: the same three files, the user's file stays.
+        // Emitting again without a split: carver's split-K files go, the user's file stays.
+        std::fs::write(w.directory.join("notes.txt"), "mine").unwrap();
         let plain = spec((128, 128, 1), 1, false, 1, Layout::Row, DType::Bf16);
         let plain_doc = describe(&inputs(plain, (128, 4096, 8192, 1), 32), cubins()).unwrap();
-        write_emit(root.path(), "shape", &plain_doc, &all).unwrap();
+        write_emit(root.path(), "shape", &plain_doc, &all[..2]).unwrap();
         assert_eq!(
             tree(&w.directory),
             ["kernel.cu", "kernel.cubin", "launch.json", "notes.txt"]
@@ -1264,7 +1232,7 @@ mod tests {
         let foreign = root.path().join("theirs");
         std::fs::create_dir(&foreign).unwrap();
         std::fs::write(foreign.join("kernel.cu"), "their kernel").unwrap();
-        let e = write_emit(root.path(), "theirs", &plain_doc, &all).unwrap_err();
+        let e = write_emit(root.path(), "theirs", &plain_doc, &all[..2]).unwrap_err();
         assert!(matches!(e, EmitError::NotCarvers { .. }), "{e}");
         assert!(e.to_string().contains("no launch.json"), "{e}");
         assert_eq!(tree(&foreign), ["kernel.cu"]);
@@ -1274,7 +1242,7 @@ mod tests {
         );
         for launch in ["{\"hello\": 1}", "not json", "{\"schema_version\": 1}"] {
             std::fs::write(foreign.join(LAUNCH_FILE), launch).unwrap();
-            let e = write_emit(root.path(), "theirs", &plain_doc, &all).unwrap_err();
+            let e = write_emit(root.path(), "theirs", &plain_doc, &all[..2]).unwrap_err();
             assert!(
                 e.to_string().contains("carver did not write it")
                     || e.to_string().contains("not written by carver"),
@@ -1287,11 +1255,11 @@ mod tests {
         }
         // A file where the directory would go.
         std::fs::write(root.path().join("a_file"), "x").unwrap();
-        let e = write_emit(root.path(), "a_file", &plain_doc, &all).unwrap_err();
+        let e = write_emit(root.path(), "a_file", &plain_doc, &all[..2]).unwrap_err();
         assert!(e.to_string().contains("not a directory"), "{e}");
         // An empty directory is taken.
         std::fs::create_dir(root.path().join("empty")).unwrap();
-        write_emit(root.path(), "empty", &plain_doc, &all).unwrap();
+        write_emit(root.path(), "empty", &plain_doc, &all[..2]).unwrap();
         // No temporary file is left anywhere.
         for dir in [w.directory.clone(), root.path().join("empty"), foreign] {
             assert!(tree(&dir).iter().all(|f| !f.ends_with(".tmp")), "{dir:?}");

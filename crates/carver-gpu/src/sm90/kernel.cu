@@ -16,9 +16,8 @@
 //   CLUSTER_M           CTAs per cluster along M (1 or 2); a pair shares its B tile, each CTA
 //                       loading half of it with TMA multicast into both
 //   SPLIT_K             blocks sharing one tile's K loop, each over a contiguous share of the K
-//                       tiles; with more than 1 each writes its fp32 partial tile to the
-//                       workspace and the last split to finish a piece of the tile sums them
-//                       (see below)
+//                       tiles; with more than 1 each writes its fp32 partial tile to `partials`
+//                       (see below) and `carver_sm90_splitk_reduce` (splitk.cu) sums them
 //   B_KMAJOR            1: B is stored N x K (K contiguous); 0: K x N (N contiguous)
 //   SWAP_AB             1: the small-M path. wgmma's rows run along N instead of M: B's tile
 //                       is wgmma's A operand (64-row slabs of N, transposed when B is K x N)
@@ -45,12 +44,7 @@
 // In a persistent grid the producer meanwhile prefetches the next tile into the other stages.
 // With SPLIT_K > 1 the consumers instead store their fp32 accumulators straight from registers
 // into the workspace, laid out [batch][SPLIT_K][M][ldw] with ldw = N rounded up to whole tiles
-// (so every column a block stores exists; rows are predicated on M), followed by one u32
-// counter per consumer warp of every tile. A warp stores its piece, then counts it in; the
-// split that counts last reads the piece of every split back (its own included) and sums them
-// in split order, so the result does not depend on which split finished first, writes C and
-// sets the counter back to zero for the next launch. No second kernel and
-// no waiting: the workspace's counters are zeroed once, before the first launch.
+// (so every column a block stores exists; rows are predicated on M).
 // Tensor maps are 3-D (columns, rows, batch): the batch index is the third coordinate, so a
 // box never crosses from one matrix of the batch into the next.
 // With CLUSTER_M = 2 the two CTAs of a cluster compute vertically adjacent tiles: each loads
@@ -312,104 +306,6 @@ __device__ __forceinline__ void consumer_sync(int consumer) {
     }
 }
 
-// ---- split-K ------------------------------------------------------------------------------
-
-#if SPLIT_K > 1
-// Counts this warp's piece of a tile in at `counter`, after its partial stores; true in the
-// split that counts last, whose loads then see every other split's stores (the fence on each
-// side: the pattern of the CUDA programming guide's last-block reduction). That split also sets
-// the counter back to zero: every split of this launch has counted.
-__device__ __forceinline__ bool counted_last(u32* counter, int lane) {
-    __threadfence();
-    __syncwarp();
-    u32 before = 0;
-    if (lane == 0) before = atomicAdd(counter, 1u);
-    before = __shfl_sync(0xffffffffu, before, 0);
-    if (before != SPLIT_K - 1) return false;
-    __threadfence();
-    if (lane == 0) *counter = 0u;
-    return true;
-}
-
-// Four adjacent partial values of another split, from the L2 (where its stores went; never
-// from this SM's L1).
-__device__ __forceinline__ void ld_partial4(const float* p, float (&v)[4]) {
-    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
-                 : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
-                 : "l"(p)
-                 : "memory");
-}
-
-// Values a lane loads before adding any, so that the L2's latency is paid once per batch
-// rather than once per value: units of four columns times splits, up to 32 (more spill).
-#define REDUCE_SPLITS (SPLIT_K < 8 ? SPLIT_K : 8)
-#define REDUCE_UNITS (8 / REDUCE_SPLITS)
-
-// C over `rows` x `cols` (a multiple of 4) from (row0, col0) = the sum of every split's partial
-// products there, in split order. Run by the warp that counted its piece last, on that piece:
-// every split's values, this one's included, are read back from the workspace, four columns a
-// lane.
-__device__ __noinline__ void sum_splits(const float* first, u64 slice_elems, int ldw, u16* cb,
-                                        int M, int N, int row0, int rows, int col0, int cols,
-                                        int lane) {
-    const int per_row = cols / 4;
-    const int units = rows * per_row;
-    for (int u0 = lane; u0 < units; u0 += 32 * REDUCE_UNITS) {
-        const float* p[REDUCE_UNITS];
-        bool live[REDUCE_UNITS];
-        float sum[REDUCE_UNITS][4];
-#pragma unroll
-        for (int i = 0; i < REDUCE_UNITS; ++i) {
-            const int u = u0 + 32 * i;
-            const int row = row0 + u / per_row;
-            const int col = col0 + (u % per_row) * 4;
-            live[i] = u < units && row < M && col < N;
-            p[i] = first + (u64)row * (u64)ldw + col;
-#pragma unroll
-            for (int e = 0; e < 4; ++e) sum[i][e] = 0.0f;
-        }
-        for (int sp0 = 0; sp0 < SPLIT_K; sp0 += REDUCE_SPLITS) {
-            float v[REDUCE_UNITS][REDUCE_SPLITS][4];
-#pragma unroll
-            for (int i = 0; i < REDUCE_UNITS; ++i) {
-                if (!live[i]) continue;
-#pragma unroll
-                for (int sp = 0; sp < REDUCE_SPLITS; ++sp) {
-                    if (sp0 + sp < SPLIT_K) ld_partial4(p[i] + (u64)(sp0 + sp) * slice_elems, v[i][sp]);
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < REDUCE_UNITS; ++i) {
-#pragma unroll
-                for (int sp = 0; sp < REDUCE_SPLITS; ++sp) {
-                    if (!live[i] || sp0 + sp >= SPLIT_K) continue;
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) sum[i][e] += v[i][sp][e];
-                }
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < REDUCE_UNITS; ++i) {
-            if (!live[i]) continue;
-            const int u = u0 + 32 * i;
-            const int row = row0 + u / per_row;
-            const int col = col0 + (u % per_row) * 4;
-            u16* q = c_at(cb, row, N, col);
-            if (col + 3 < N && ((u64)q & 7) == 0) {
-                asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(q),
-                             "r"(pack2(sum[i][0], sum[i][1])), "r"(pack2(sum[i][2], sum[i][3]))
-                             : "memory");
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    if (col + e < N) q[e] = to_out(sum[i][e]);
-                }
-            }
-        }
-    }
-}
-#endif
-
 // ---- launch order -------------------------------------------------------------------------
 
 // Tile `t` in grouped order: GROUP_M tile rows are walked together, column by column, so that
@@ -460,7 +356,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
     carver_sm90_gemm(const __grid_constant__ TmaMap tma_a, const __grid_constant__ TmaMap tma_b,
                      u16* __restrict__ c, float* __restrict__ partials, int M, int N, int K,
                      int batch, float alpha) {
-    // With SPLIT_K > 1 `partials` is the workspace: the partial products, then the counters.
     // The ring, then the barriers: full[s] at bars + 8 s, empty[s] at bars + 8 (STAGES + s).
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 base = smem_u32(smem);
@@ -634,40 +529,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                 // Accumulator i of slab mi holds wgmma row (a column n of C) warp*16 + lane/4
                 // (+8 when bit 1 of i is set) and wgmma column (a row m of C) (i/4)*8 +
                 // (lane%4)*2 + (i%2). The 8 lanes of one (lane%4) write 8 adjacent n.
-                u16* const cb = c + (u64)w.b * (u64)M * (u64)N;
 #if SPLIT_K > 1
                 const int ldw = tiles_n * BN;
-                const u64 slice_elems = (u64)M * (u64)ldw;
-                const float* const first = partials + (u64)w.b * SPLIT_K * slice_elems;
-                float* const out = partials + (u64)w.slice * slice_elems;
-#pragma unroll
-                for (int mi = 0; mi < M_SLABS; ++mi) {
-                    const int n0 = tn * BN + consumer * ROWS_PER_CONSUMER + mi * 64 + warp * 16 +
-                                   lane / 4;
-#pragma unroll
-                    for (int j = 0; j < BM / 8; ++j) {
-                        const int m0 = tm * BM + j * 8 + (lane % 4) * 2;
-#pragma unroll
-                        for (int q = 0; q < 4; ++q) {
-                            const int m = m0 + (q & 1);
-                            const int n = n0 + 8 * (q >> 1);
-                            if (m < M) out[(u64)m * (u64)ldw + n] = acc[mi][4 * j + q];
-                        }
-                    }
-                }
-                u32* const counters = (u32*)(partials + (u64)batch * SPLIT_K * slice_elems);
-                const u64 piece = (((u64)w.b * unit_rows * CLUSTER_M + tm) * tiles_n + tn) *
-                                      (CONSUMERS * 4) + consumer * 4 + warp;
-                if (counted_last(counters + piece, lane)) {
-                    // This warp's piece: all BM rows of C, 16 columns per slab.
-#pragma unroll 1
-                    for (int mi = 0; mi < M_SLABS; ++mi) {
-                        sum_splits(first, slice_elems, ldw, cb, M, N, tm * BM, BM,
-                                   tn * BN + consumer * ROWS_PER_CONSUMER + mi * 64 + warp * 16,
-                                   16, lane);
-                    }
-                }
+                float* out = partials + (u64)w.slice * (u64)M * (u64)ldw;
 #else
+                u16* const out = c + (u64)w.b * (u64)M * (u64)N;
+                const int ldw = N;
+#endif
 #pragma unroll
                 for (int mi = 0; mi < M_SLABS; ++mi) {
                     const int n0 = tn * BN + consumer * ROWS_PER_CONSUMER + mi * 64 + warp * 16 +
@@ -680,18 +548,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                             const int m = m0 + (q & 1);
                             const int n = n0 + 8 * (q >> 1);
                             const float v = acc[mi][4 * j + q];
-                            if (m < M && n < N) cb[(u64)m * (u64)N + n] = to_out(v);
+#if SPLIT_K > 1
+                            if (m < M) out[(u64)m * (u64)ldw + n] = v;
+#else
+                            if (m < M && n < N) out[(u64)m * (u64)ldw + n] = to_out(v);
+#endif
                         }
                     }
                 }
-#endif
             }
 #elif SPLIT_K > 1
             {
                 const int ldw = tiles_n * BN;
-                const u64 slice_elems = (u64)M * (u64)ldw;
-                const float* const first = partials + (u64)w.b * SPLIT_K * slice_elems;
-                float* const out = partials + (u64)w.slice * slice_elems;
+                float* out = partials + (u64)w.slice * (u64)M * (u64)ldw;
 #pragma unroll
                 for (int mi = 0; mi < M_SLABS; ++mi) {
                     // Accumulator layout as in the epilogue below.
@@ -704,19 +573,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                         if (row < M) stg_f32x2(r0 + j * 8, acc[mi][4 * j], acc[mi][4 * j + 1]);
                         if (row + 8 < M)
                             stg_f32x2(r8 + j * 8, acc[mi][4 * j + 2], acc[mi][4 * j + 3]);
-                    }
-                }
-                u32* const counters = (u32*)(partials + (u64)batch * SPLIT_K * slice_elems);
-                const u64 piece = (((u64)w.b * unit_rows * CLUSTER_M + tm) * tiles_n + tn) *
-                                      (CONSUMERS * 4) + consumer * 4 + warp;
-                if (counted_last(counters + piece, lane)) {
-                    // This warp's piece: 16 rows of each slab, the tile's BN columns.
-                    u16* const cb = c + (u64)w.b * (u64)M * (u64)N;
-#pragma unroll 1
-                    for (int mi = 0; mi < M_SLABS; ++mi) {
-                        sum_splits(first, slice_elems, ldw, cb, M, N,
-                                   tm * BM + consumer * ROWS_PER_CONSUMER + mi * 64 + warp * 16,
-                                   16, tn * BN, BN, lane);
                     }
                 }
             }

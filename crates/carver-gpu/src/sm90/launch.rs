@@ -161,8 +161,7 @@ pub fn encode_tma_maps(
     Ok((map_a, map_b))
 }
 
-/// Where the GEMM writes: C (16-bit), and with split-K its workspace (fp32 partial products,
-/// then the arrival counters; 0 without).
+/// Where the GEMM writes: C (16-bit), and with split-K the fp32 workspace (0 without).
 #[derive(Clone, Copy, Debug)]
 pub struct GemmOutput {
     pub c: sys::CUdeviceptr,
@@ -206,7 +205,7 @@ pub struct LoadedKernel {
     pub max_active_clusters: Option<u32>,
 }
 
-/// One of the family's helper kernels (the repack copy), compiled from
+/// One of the family's helper kernels (the repack copy, the split-K reduction), compiled from
 /// its source with NVRTC and loaded: the module it lives in is kept with it.
 pub(crate) struct HelperKernel {
     _module: Arc<CudaModule>,
@@ -338,9 +337,9 @@ impl LoadedKernel {
     }
 
     /// Launches the GEMM on `stream` (asynchronous): C = alpha A B for each of the `batch`
-    /// matrices (`alpha`: fp8's per-tensor scales multiplied; 1 for 16-bit inputs). With
-    /// split-K the splits' scaled partial products go through the workspace at `partials`,
-    /// whose counters must be zero before the first launch (every launch leaves them so).
+    /// matrices (`alpha`: fp8's per-tensor scales multiplied; 1 for 16-bit inputs), or with
+    /// split-K the scaled partial products into `partials` (sum them with
+    /// [`SplitKReduce`](super::SplitKReduce)).
     ///
     /// # Safety
     /// `maps` must describe live A and B buffers (or their padded copies) of `batch` M x K and

@@ -1,9 +1,9 @@
 //! carver's own Hopper GEMM family (`cuda-sm90`): the CUDA source, its instantiation per
 //! configuration, NVRTC compilation to cubins with an on-disk cache, and (on a GPU) launching.
 //! Operands whose rows are not 16-byte aligned, which TMA cannot load, are first copied into
-//! padded buffers by the family's copy kernel (`repack`); a split-K configuration's kernel sums
-//! its own partial tiles (the last split of each piece adds them up in split order). A tuned
-//! winner can be written out for other programs to launch (`emit`).
+//! padded buffers by the family's copy kernel (`repack`); a split-K configuration's partial
+//! tiles are summed by a second kernel (`splitk`). A tuned winner can be written out for other
+//! programs to launch (`emit`).
 //!
 //! The configuration space is [`carver::family::Sm90Params`], the same definition the
 //! recommender's `cuda-sm90` target ranks, and so are its rules: [`KernelSpec::check`] is
@@ -14,6 +14,7 @@ mod emit;
 mod kernel_cache;
 mod launch;
 mod repack;
+mod splitk;
 
 use std::fmt::Write as _;
 
@@ -33,6 +34,7 @@ pub use launch::{
     tma_geometry,
 };
 pub use repack::{OperandRows, REPACK_NAME, REPACK_SOURCE, RepackKernel, operand_rows};
+pub use splitk::{SPLITK_NAME, SPLITK_SOURCE, SPLITK_THREADS, SplitKReduce, SplitKShape};
 
 /// The kernel source as shipped (without the per-configuration header).
 pub const KERNEL_SOURCE: &str = include_str!("kernel.cu");
@@ -264,10 +266,15 @@ pub(crate) fn fnv1a(parts: &[&[u8]]) -> u64 {
 /// copied into padded rows first, see [`operand_rows`]) it covers the copy kernel too, whose
 /// time is part of such a problem's; records of aligned problems do not depend on it.
 pub fn family_hash(repacked: bool) -> String {
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(4);
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(5);
     let wrapper = wgmma_wrapper(256, DType::Bf16, Transposes { a: true, b: true });
     let version = GENERATOR_VERSION.to_le_bytes();
-    parts.extend([KERNEL_SOURCE.as_bytes(), &version[..], wrapper.as_bytes()]);
+    parts.extend([
+        KERNEL_SOURCE.as_bytes(),
+        &version[..],
+        wrapper.as_bytes(),
+        SPLITK_SOURCE.as_bytes(),
+    ]);
     if repacked {
         parts.push(REPACK_SOURCE.as_bytes());
     }

@@ -20,8 +20,8 @@ use crate::cuda::compile_ptx;
 use crate::driver::{driver_err, guarded, init_driver};
 use crate::error::GpuError;
 use crate::sm90::{
-    GemmOutput, KernelSpec, LoadedKernel, OperandRows, RepackKernel, TmaMap, encode_tma_maps,
-    operand_rows, sha256_hex,
+    GemmOutput, KernelSpec, LoadedKernel, OperandRows, RepackKernel, SplitKReduce, SplitKShape,
+    TmaMap, encode_tma_maps, operand_rows, sha256_hex,
 };
 use crate::timing::EventTimer;
 
@@ -218,9 +218,10 @@ struct WorkerBench {
     /// `repacker`'s copies (the batch's matrices follow each other).
     operands: (OperandRows, OperandRows),
     repacker: Option<Repacker>,
-    /// The split-K workspace (partial products, then arrival counters), grown to the largest
-    /// split candidate's.
-    workspace: Option<CudaSlice<u32>>,
+    /// The split-K reduction, loaded for the first split candidate.
+    reduce: Option<SplitKReduce>,
+    /// The split-K workspace, grown to the largest split candidate's.
+    workspace: Option<CudaSlice<f32>>,
     c: CudaSlice<u16>,
     c_ptr: sys::CUdeviceptr,
     reference: CudaSlice<u16>,
@@ -442,6 +443,7 @@ impl WorkerBench {
             sets,
             operands,
             repacker,
+            reduce: None,
             workspace: None,
             c,
             c_ptr,
@@ -788,24 +790,27 @@ impl WorkerBench {
         Ok(Ok((sums[0] / sums[1]).sqrt()))
     }
 
-    /// For a split-K candidate, the address of its workspace, grown as needed and zeroed (the
-    /// kernel's arrival counters must start at zero; an earlier candidate's partial products
-    /// may lie where this one's counters are); `None` without a split, or why the candidate
-    /// cannot run.
-    fn split_k_workspace(
+    /// For a split-K candidate, the workspace (its address) and the reduction's shape, the
+    /// reduction kernel loaded and the workspace grown as needed; `None` without a split, or
+    /// why the candidate cannot run.
+    #[allow(clippy::type_complexity)]
+    fn split_k_reduction(
         &mut self,
         spec: &KernelSpec,
-    ) -> Result<Result<Option<sys::CUdeviceptr>, String>, GpuError> {
+    ) -> Result<Result<Option<(sys::CUdeviceptr, SplitKShape)>, String>, GpuError> {
         let p = self.problem;
         let bytes = spec.params.workspace_bytes(p.m, p.n, p.batch);
         if bytes == 0 {
             return Ok(Ok(None));
         }
-        let words = bytes.div_ceil(4);
+        if self.reduce.is_none() {
+            self.reduce = Some(SplitKReduce::load(&self.ctx)?);
+        }
+        let elems = bytes / 4;
         if self
             .workspace
             .as_ref()
-            .is_none_or(|w| (w.len() as u64) < words)
+            .is_none_or(|w| (w.len() as u64) < elems)
         {
             self.workspace = None;
             let (free, _) = self
@@ -817,30 +822,39 @@ impl WorkerBench {
                     "its split-K workspace needs {bytes} B; {free} B of GPU memory are free"
                 )));
             }
-            // SAFETY: zeroed below before any kernel reads it.
-            let ws = unsafe { self.stream.alloc::<u32>(words as usize) }
+            // SAFETY: the GEMM writes every element the reduction reads before it reads it.
+            let ws = unsafe { self.stream.alloc::<f32>(elems as usize) }
                 .map_err(driver_err("cuMemAlloc"))?;
             self.workspace = Some(ws);
         }
-        let Some(ws) = self.workspace.as_mut() else {
-            return Ok(Ok(None));
-        };
-        self.stream
-            .memset_zeros(ws)
-            .map_err(driver_err("cuMemsetD8Async(split-K workspace)"))?;
-        Ok(Ok(Some(ws.device_ptr(&self.stream).0)))
+        let ptr = self
+            .workspace
+            .as_ref()
+            .map(|w| w.device_ptr(&self.stream).0)
+            .unwrap_or_default();
+        Ok(Ok(Some((
+            ptr,
+            SplitKShape {
+                m: p.m,
+                n: p.n,
+                ldw: spec.params.workspace_ld(p.n),
+                splits: spec.params.split_k,
+                batch: p.batch,
+                out_bf16: p.output == DType::Bf16,
+            },
+        ))))
     }
 
-    /// One whole GEMM (with split-K the kernel also sums the splits into C).
+    /// One whole GEMM: the kernel, then with split-K the reduction into C.
     ///
     /// # Safety
-    /// As [`LoadedKernel::launch`]; `out.partials` from [`Self::split_k_workspace`] for this
-    /// kernel.
+    /// As [`LoadedKernel::launch`]; `split` from [`Self::split_k_reduction`] for this kernel.
     unsafe fn gemm(
         &self,
         kernel: &LoadedKernel,
         maps: &(TmaMap, TmaMap),
         out: GemmOutput,
+        split: Option<(sys::CUdeviceptr, SplitKShape)>,
         grid: u32,
     ) -> Result<(), GpuError> {
         // SAFETY: the caller's guarantees.
@@ -852,8 +866,14 @@ impl WorkerBench {
                 self.problem.dims(),
                 self.problem.alpha(),
                 grid,
-            )
+            )?
+        };
+        if let (Some((partials, shape)), Some(reduce)) = (split, &self.reduce) {
+            // SAFETY: the kernel just wrote the workspace the shape describes; C holds
+            // batch x M x N elements.
+            unsafe { reduce.launch(&self.stream, partials, out.c, &shape)? };
         }
+        Ok(())
     }
 
     fn candidate(
@@ -901,32 +921,24 @@ impl WorkerBench {
                 encode_tma_maps(spec, a, b, &a_rows, &b_rows, p.batch)
             })
             .collect::<Result<_, _>>()?;
-        let workspace = match self.split_k_workspace(spec)? {
-            Ok(workspace) => workspace,
+        let split = match self.split_k_reduction(spec)? {
+            Ok(split) => split,
             Err(reason) => return Ok(Err(reason)),
         };
         let out = GemmOutput {
             c: self.c_ptr,
-            partials: workspace.unwrap_or(0),
+            partials: split.map_or(0, |(ptr, _)| ptr),
         };
 
         // Check on fresh inputs against cuBLAS, the output poisoned first.
         self.refill(0)?;
         self.reference_into(0, self.ref_ptr)?;
-        self.repack(0)?;
-        if workspace.is_some() {
-            // Split-K: the launch checked is the second, so a kernel that did not set its
-            // counters back to zero (every timed launch after the first) fails the check.
-            // SAFETY: as below.
-            unsafe {
-                self.gemm(&kernel, &maps[0], out, grid)?;
-            }
-        }
         self.poison_output()?;
+        self.repack(0)?;
         // SAFETY: the maps describe set 0's live buffers (or their copies, just filled); `c`
         // holds batch x M x N elements, the workspace what the split needs.
         unsafe {
-            self.gemm(&kernel, &maps[0], out, grid)?;
+            self.gemm(&kernel, &maps[0], out, split, grid)?;
         }
         self.sync()?;
         let rel_error = match self.compare()? {
@@ -941,11 +953,12 @@ impl WorkerBench {
         }
 
         let n_sets = maps.len();
-        // The copies belong to the operation: they run, and are timed, with every launch.
+        // The copies and the split-K reduction belong to the operation: they run, and are
+        // timed, with every launch.
         let timing = self.timer.time(&self.timing.plan(best_s), |i| {
             self.repack(i % n_sets)?;
             // SAFETY: as above, for set i.
-            unsafe { self.gemm(&kernel, &maps[i % n_sets], out, grid) }
+            unsafe { self.gemm(&kernel, &maps[i % n_sets], out, split, grid) }
         })?;
         Ok(Ok(CandidateMeasurement {
             registers: kernel.registers,

@@ -167,9 +167,6 @@ pub enum SplitKReduction {
     AtomicWorkspace,
     /// Each split writes its own fp32 slice; a second kernel sums the slices.
     SeparateReduce,
-    /// Each split writes its own fp32 slice; within the same kernel the split that finishes a
-    /// piece of a tile last reads every slice of it back and writes C.
-    InKernel,
 }
 
 /// Resource use of one configuration, as the compiler would allocate it.

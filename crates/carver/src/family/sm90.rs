@@ -37,8 +37,6 @@ pub struct Sm90Rules;
 
 /// Threads of one warpgroup: the producer is one, and so is each consumer.
 pub const WARPGROUP_THREADS: u32 = 128;
-/// Warps of one warpgroup: split-K counts each consumer warp's piece of a tile apart.
-const WARPS_PER_WARPGROUP: u64 = 4;
 /// Rows of one `wgmma` (m64nNk16): each consumer's rows come in slabs of this many.
 pub const WGMMA_ROWS: u32 = 64;
 /// The finest `wgmma` N step (n8): with A and B swapped, block M is a multiple of it.
@@ -87,12 +85,6 @@ pub const MAX_ACCUMULATORS: u32 = CONSUMER_REGISTER_CAP - REGISTER_RESERVE;
 /// without spilling; one past them spilled for some block N (one consumer: 160 without a
 /// split, 128 with; two: 144 and 112). Tiles of one slab per consumer never spilled.
 pub const MAX_SWAPPED_MULTI_SLAB_ACCUMULATORS: [(u32, u32); 2] = [(144, 112), (128, 96)];
-/// Most fp32 accumulators per consumer thread of two consumers with split-K (A and B not
-/// swapped): the in-kernel reduction's counters and call need registers of their own. Compiled
-/// with NVRTC 13.0 for sm_90a, every split-K tile of the space with splits of 2, 3, 8 and 16,
-/// bf16 with B K x N and e4m3 with B N x K (812 kernels, 2026-11-28): only 256 x 192 with two
-/// consumers (192 accumulators) spilled; 256 x 176 (176) did not.
-pub const MAX_SPLIT_TWO_CONSUMER_ACCUMULATORS: u32 = 176;
 /// Shared memory beside the ring: two 8-byte mbarriers (full, empty) per stage, padded to the
 /// 1 KiB alignment the 128-byte swizzle needs for the ring.
 pub const BARRIER_BYTES: u64 = 1024;
@@ -229,11 +221,6 @@ pub enum Sm90Violation {
         "with A and B swapped and several 64-row slabs per consumer, each consumer thread would hold {accumulators} fp32 accumulators; at most {limit} compile without spilling registers for this consumer count and split (the swapped epilogue stores its values one at a time)"
     )]
     SwappedAccumulators { accumulators: u32, limit: u32 },
-
-    #[error(
-        "with split-K and two consumers each consumer thread would hold {accumulators} fp32 accumulators; at most {MAX_SPLIT_TWO_CONSUMER_ACCUMULATORS} compile without spilling registers beside the in-kernel reduction"
-    )]
-    SplitAccumulators { accumulators: u32 },
 
     /// A tile the family's parameters cannot express: other warp arrangements, clusters along N.
     #[error(
@@ -464,13 +451,6 @@ impl Sm90Params {
                 limit,
             });
         }
-        if self.split_k > 1
-            && self.consumers > 1
-            && !self.swap_ab
-            && accumulators > MAX_SPLIT_TWO_CONSUMER_ACCUMULATORS
-        {
-            return Err(Sm90Violation::SplitAccumulators { accumulators });
-        }
         Ok(())
     }
 
@@ -526,34 +506,13 @@ impl Sm90Params {
         Ok(())
     }
 
-    /// Bytes of the workspace split-K needs for `batch` M x N products: the fp32 partial
-    /// products (one slice of M rows per split, each row padded to whole tiles), then the
-    /// arrival counters ([`Self::split_counters`]). None without a split.
+    /// Bytes of the fp32 workspace split-K needs for `batch` M x N products: one slice of M
+    /// rows per split, each row padded to whole tiles. None without a split.
     pub fn workspace_bytes(self, m: u64, n: u64, batch: u64) -> u64 {
         if self.split_k <= 1 {
             return 0;
         }
-        self.partials_bytes(m, n, batch) + self.split_counters(m, n, batch) * 4
-    }
-
-    /// Bytes of the fp32 partial products at the start of the split-K workspace; the counters
-    /// follow them.
-    pub fn partials_bytes(self, m: u64, n: u64, batch: u64) -> u64 {
         batch * u64::from(self.split_k) * m * self.workspace_ld(n) * 4
-    }
-
-    /// The split-K workspace's u32 arrival counters: one per warp of every consumer of every
-    /// tile (tile rows rounded up to whole clusters). The last split to count a warp's piece
-    /// in sums the pieces in split order and sets the counter back to zero, so the counters
-    /// must be zero before the first launch and stay so between launches.
-    pub fn split_counters(self, m: u64, n: u64, batch: u64) -> u64 {
-        if self.split_k <= 1 {
-            return 0;
-        }
-        let cluster = u64::from(self.cluster_m.max(1));
-        let tile_rows = m.div_ceil(u64::from(self.block_m.max(1))).div_ceil(cluster) * cluster;
-        let tiles_n = n.div_ceil(u64::from(self.block_n.max(1)));
-        batch * tile_rows * tiles_n * u64::from(self.consumers) * WARPS_PER_WARPGROUP
     }
 
     /// Row length, in fp32 elements, of the split-K workspace: N rounded up to whole tiles, so
@@ -699,7 +658,7 @@ impl FamilyRules for Sm90Rules {
     }
 
     fn split_k_reduction(&self) -> SplitKReduction {
-        SplitKReduction::InKernel
+        SplitKReduction::SeparateReduce
     }
 
     fn resources(&self, c: &TileConfig, p: &Problem) -> Resources {
@@ -777,8 +736,7 @@ mod tests {
                 match params.check(p.a, p.c, p.layout_b) {
                     Ok(())
                     | Err(Sm90Violation::Accumulators { .. })
-                    | Err(Sm90Violation::SwappedAccumulators { .. })
-                    | Err(Sm90Violation::SplitAccumulators { .. }) => {}
+                    | Err(Sm90Violation::SwappedAccumulators { .. }) => {}
                     Err(v) => panic!("{params:?}: {v}"),
                 }
             }
@@ -953,28 +911,6 @@ mod tests {
         for (params, violation) in swapped_cases {
             assert_eq!(check(params), Err(violation), "{params:?}");
         }
-        // Split-K with two consumers: 256 x 192 (192 accumulators) is refused, 256 x 128 and
-        // the same tile unsplit are accepted.
-        let wide = Sm90Params {
-            block_m: 256,
-            block_n: 192,
-            consumers: 2,
-            split_k: 2,
-            swap_ab: false,
-            ..swapped
-        };
-        assert_eq!(
-            check(wide),
-            Err(Sm90Violation::SplitAccumulators { accumulators: 192 })
-        );
-        assert_eq!(
-            check(Sm90Params {
-                block_n: 128,
-                ..wide
-            }),
-            Ok(())
-        );
-        assert_eq!(check(Sm90Params { split_k: 1, ..wide }), Ok(()));
         assert!(
             Sm90Violation::SwappedAccumulators {
                 accumulators: 160,
