@@ -184,6 +184,53 @@ fn group_size_twins_do_not_crowd_the_top_k() {
     assert_eq!(hints[0].config, all[0].config);
 }
 
+/// Where the model prices a tile's 4- and 8-warp forms alike, the 8-warp form ranks first:
+/// each of its threads holds half the accumulators and gathered row pointers (Triton 3.6:
+/// 116 registers against 214 for 128 x 128 x 64), and the stored sweeps time it faster.
+#[test]
+fn warp_ties_go_to_more_warps() {
+    let db = db();
+    let h200 = db.get("h200").unwrap();
+    // Qwen3-30B-A3B at TP 4: 128 x 128 x 64 is the file's tile at 4096 tokens, and its two warp
+    // counts are priced alike.
+    let t = MoeTemplate::new(128, 8, 2048, 768).with_tp(4);
+    let hints = recommend_moe(&t, h200, 4096, TopK::new(1024).unwrap()).unwrap();
+    let mut ties = 0;
+    for (i, h) in hints.iter().enumerate() {
+        for later in &hints[i + 1..] {
+            let same_tile = (h.config.block_m, h.config.block_n, h.config.block_k)
+                == (
+                    later.config.block_m,
+                    later.config.block_n,
+                    later.config.block_k,
+                )
+                && (h.config.group_m, h.config.num_stages)
+                    == (later.config.group_m, later.config.num_stages);
+            if same_tile
+                && h.time_us == later.time_us
+                && h.config.num_warps != later.config.num_warps
+            {
+                ties += 1;
+                assert!(
+                    h.config.num_warps > later.config.num_warps,
+                    "{:?} ranked before {:?}",
+                    h.config,
+                    later.config
+                );
+            }
+        }
+    }
+    assert!(ties > 0, "no tie between warp counts to check");
+    assert_eq!(
+        (
+            hints[0].config.block_m,
+            hints[0].config.block_n,
+            hints[0].config.num_warps
+        ),
+        (128, 128, 8)
+    );
+}
+
 #[test]
 fn bad_layers_name_their_field() {
     let db = db();

@@ -226,8 +226,16 @@ fn rank_batch(
     if priced.is_empty() {
         return Err(no_legal());
     }
-    // Deterministic: ties broken by the configuration itself.
-    priced.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    // Ties go to more warps, then to the configuration itself (deterministic). The model
+    // prices a tile's warp count alike where neither bound moves with it, but each thread of
+    // the gathering kernel then holds twice the accumulators and row pointers: Triton 3.6
+    // compiles 128 x 128 x 64 to 214 registers a thread with 4 warps and 116 with 8, and the
+    // stored sweeps time the 4-warp twin slower (`warp_ties_go_to_more_warps`).
+    priced.sort_by(|a, b| {
+        a.0.total_cmp(&b.0)
+            .then(b.1.num_warps.cmp(&a.1.num_warps))
+            .then(a.1.cmp(&b.1))
+    });
     defer_twins(priced)
         .into_iter()
         .take(topk.get())
