@@ -32,8 +32,8 @@ use super::launch::{
     tma_data_type, tma_geometry,
 };
 use super::{
-    CacheDefect, KERNEL_NAME, KernelCache, KernelSpec, OperandRows, SPLITK_NAME, SPLITK_SOURCE,
-    SPLITK_THREADS, SplitKShape, operand_rows,
+    CacheDefect, KERNEL_NAME, KernelCache, KernelSpec, OperandRows, SPLITK_COLUMNS_PER_THREAD,
+    SPLITK_NAME, SPLITK_SOURCE, SPLITK_THREADS, SplitKShape, operand_rows,
 };
 use crate::error::GpuError;
 
@@ -634,8 +634,11 @@ fn grid_rule(inputs: &EmitInputs) -> String {
     ));
     if p.split_k > 1 {
         rule.push_str(&format!(
-            " {SPLITK_NAME}: grid = (ceil(N / {SPLITK_THREADS}), min(batch x M, 65535), 1), after the GEMM on the same stream; workspace = batch x {} x M x ldw x 4 bytes, ldw = ceil(N / {}) x {}.",
-            p.split_k, p.block_n, p.block_n
+            " {SPLITK_NAME}: grid = (ceil(N / {}), min(batch x M, 65535), 1) ({SPLITK_THREADS} threads of {SPLITK_COLUMNS_PER_THREAD} columns a block), after the GEMM on the same stream; workspace = batch x {} x M x ldw x 4 bytes, ldw = ceil(N / {}) x {}.",
+            SPLITK_THREADS * SPLITK_COLUMNS_PER_THREAD,
+            p.split_k,
+            p.block_n,
+            p.block_n
         ));
     }
     rule
@@ -1035,7 +1038,8 @@ mod tests {
             (REDUCE_SOURCE_FILE, REDUCE_CUBIN_FILE)
         );
         assert_eq!(reduce.cubin_sha256, sha256_hex(REDUCE));
-        assert_eq!((reduce.grid, reduce.block), ([16, 3, 1], [256, 1, 1]));
+        // 4096 columns, 1024 a block (256 threads of 4); 3 rows (one per matrix).
+        assert_eq!((reduce.grid, reduce.block), ([4, 3, 1], [256, 1, 1]));
         assert_eq!(reduce.dynamic_smem_bytes, 0);
         assert_eq!(
             names(&reduce.params),

@@ -34,7 +34,10 @@ pub use launch::{
     tma_geometry,
 };
 pub use repack::{OperandRows, REPACK_NAME, REPACK_SOURCE, RepackKernel, operand_rows};
-pub use splitk::{SPLITK_NAME, SPLITK_SOURCE, SPLITK_THREADS, SplitKReduce, SplitKShape};
+pub use splitk::{
+    SPLITK_COLUMNS_PER_THREAD, SPLITK_NAME, SPLITK_SOURCE, SPLITK_THREADS, SplitKReduce,
+    SplitKShape,
+};
 
 /// The kernel source as shipped (without the per-configuration header).
 pub const KERNEL_SOURCE: &str = include_str!("kernel.cu");

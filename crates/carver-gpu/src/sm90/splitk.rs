@@ -19,6 +19,8 @@ pub const SPLITK_SOURCE: &str = include_str!("splitk.cu");
 pub const SPLITK_NAME: &str = "carver_sm90_splitk_reduce";
 /// Threads per block (the kernel's launch bound).
 pub const SPLITK_THREADS: u32 = 256;
+/// Adjacent columns one thread sums (`COLUMNS` in the source).
+pub const SPLITK_COLUMNS_PER_THREAD: u32 = 4;
 /// The most blocks along y (the kernel loops over the rows beyond).
 const MAX_GRID_Y: u64 = 65_535;
 
@@ -35,12 +37,14 @@ pub struct SplitKShape {
 }
 
 impl SplitKShape {
-    /// Blocks of 256 columns (x) by rows (y, at most 65,535; the kernel strides past them).
+    /// Blocks of 256 threads of 4 columns each (x) by rows (y, at most 65,535; the kernel
+    /// strides past them).
     pub fn launch_config(&self) -> LaunchConfig {
         let rows = self.batch * self.m;
+        let columns_per_block = u64::from(SPLITK_THREADS * SPLITK_COLUMNS_PER_THREAD);
         LaunchConfig {
             grid_dim: (
-                self.n.div_ceil(u64::from(SPLITK_THREADS)).max(1) as u32,
+                self.n.div_ceil(columns_per_block).max(1) as u32,
                 rows.clamp(1, MAX_GRID_Y) as u32,
                 1,
             ),
@@ -129,7 +133,10 @@ mod tests {
                 out_bf16: true,
             };
             let c = s.launch_config();
-            assert!(u64::from(c.grid_dim.0) * u64::from(SPLITK_THREADS) >= n);
+            assert!(
+                u64::from(c.grid_dim.0) * u64::from(SPLITK_THREADS * SPLITK_COLUMNS_PER_THREAD)
+                    >= n
+            );
             assert!(u64::from(c.grid_dim.1) <= MAX_GRID_Y);
             assert!(u64::from(c.grid_dim.1) == (m * batch).min(MAX_GRID_Y));
         }
