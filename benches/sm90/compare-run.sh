@@ -8,8 +8,9 @@
 #
 #   OLD=path/to/old/carver benches/sm90/compare-run.sh SHAPES.json [SHAPES.json ...]
 #
-# Used for the in-kernel split-K reduction (2026-11-28, docs/RESULTS.md): TESTS="split_k
-# small_m fp8" OLD=target/gpu-old-carver with the binary of the commit before the change.
+# Used for the split-K reductions of 2026-11-28 (docs/RESULTS.md): TESTS="split_k small_m fp8
+# emit" OLD=target/gpu-old-carver, the old binary built at the commit before the change;
+# TESTS=none runs no test.
 set -o pipefail
 G=target/gpu-run
 [ -d $G ] || tar -C target -xJf target/gpu-run.tar.xz

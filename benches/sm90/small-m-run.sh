@@ -3,24 +3,16 @@
 # GPU test of the path against the reference, then `carver tune --topk 8` over the held-out and
 # dev sets (bf16, B row-major) and the fp8 set (e4m3 -> bf16, B stored N x K), cuBLAS/cuBLASLt
 # timed in the same run (SETS overrides the bf16 sets, FP8=0 skips the fp8 set). Binaries
-# from benches/gpu-check/build.sh (carried as
-# target/gpu-run.tar.xz); everything lands in $OUT/results.tgz, tables on stdout.
+# from benches/gpu-check/build.sh (carried as target/gpu-run.tar.xz). The test and the bf16
+# sets are benches/sm90/compare-run.sh's (results in $OUT/results.tgz); the fp8 set lands in
+# $OUT/fp8.txt and $OUT/fp8.tgz.
 set -o pipefail
-G=target/gpu-run
-[ -d $G ] || tar -C target -xJf target/gpu-run.tar.xz
-chmod +x $G/*
-R=$OUT/r
-mkdir -p $R
-CARVER_TEST_BIN=$PWD/$G/carver timeout 240 $G/tune_cli --test-threads 1 --nocapture small_m \
-    >$R/test-small-m.txt 2>&1
-echo "test small_m rc=$?"
-CARVER_BIN=$G/carver benches/sm90/tune-sets.sh $R/sets ${SETS:-eval/holdout10-sm90-shapes.json \
-    eval/holdout8-sm90-shapes.json eval/dev-shapes.json eval/holdout7-sm90-shapes.json} >$R/sets.txt 2>&1
+# shellcheck disable=SC2086
+TESTS=small_m bash "$(dirname "$0")/compare-run.sh" ${SETS:-eval/holdout10-sm90-shapes.json \
+    eval/holdout8-sm90-shapes.json eval/dev-shapes.json eval/holdout7-sm90-shapes.json}
 if [ "${FP8:-1}" = 1 ]; then
-    TUNE_ARGS="--dtype e4m3 --out-dtype bf16 --layout rc" CARVER_BIN=$G/carver \
-        benches/sm90/tune-sets.sh $R/fp8 eval/fp8-sm90-shapes.json >$R/fp8.txt 2>&1
+    TUNE_ARGS="--dtype e4m3 --out-dtype bf16 --layout rc" CARVER_BIN=target/gpu-run/carver \
+        benches/sm90/tune-sets.sh "$OUT/fp8" eval/fp8-sm90-shapes.json >"$OUT/fp8.txt" 2>&1
+    tar -C "$OUT" -czf "$OUT/fp8.tgz" fp8 && rm -rf "$OUT/fp8"
+    cat "$OUT/fp8.txt"
 fi
-tar -C $OUT -czf $OUT/results.tgz r && rm -rf $R/sets $R/fp8
-grep -E 'relative error|test result|FAILED|panicked' $R/test-small-m.txt | tail -40
-cat $R/sets.txt
-[ -f $R/fp8.txt ] && cat $R/fp8.txt
