@@ -2,7 +2,7 @@
 
 use carver::TopK;
 use carver::moe::{
-    BATCH_SIZES, Engine, MoeDtype, MoeTemplate, Routing, are_twins, check_moe_config,
+    BATCH_SIZES, Engine, MoeConfig, MoeDtype, MoeTemplate, Routing, are_twins, check_moe_config,
     config_file_name, exceeds_registers, legal_space, recommend_moe, recommend_moe_file,
     whole_space,
 };
@@ -198,15 +198,9 @@ fn warp_ties_go_to_more_warps() {
     let mut ties = 0;
     for (i, h) in hints.iter().enumerate() {
         for later in &hints[i + 1..] {
-            let same_tile = (h.config.block_m, h.config.block_n, h.config.block_k)
-                == (
-                    later.config.block_m,
-                    later.config.block_n,
-                    later.config.block_k,
-                )
-                && (h.config.group_m, h.config.num_stages)
-                    == (later.config.group_m, later.config.num_stages);
-            if same_tile
+            // The same config but for its warp count.
+            let but_warps = |c: &MoeConfig| MoeConfig { num_warps: 0, ..*c };
+            if but_warps(&h.config) == but_warps(&later.config)
                 && h.time_us == later.time_us
                 && h.config.num_warps != later.config.num_warps
             {

@@ -15,6 +15,7 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef unsigned short u16;
 
+// COLUMNS is one float4; the host's launch geometry reads it (SPLITK_COLUMNS_PER_THREAD).
 #define COLUMNS 4
 #define LOADS 4
 

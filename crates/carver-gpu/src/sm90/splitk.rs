@@ -116,6 +116,14 @@ impl SplitKReduce {
 mod tests {
     use super::*;
 
+    /// The launch geometry's constants are the source's: its launch bound and its columns a
+    /// thread.
+    #[test]
+    fn the_geometry_is_the_sources() {
+        assert!(SPLITK_SOURCE.contains(&format!("__launch_bounds__({SPLITK_THREADS})")));
+        assert!(SPLITK_SOURCE.contains(&format!("#define COLUMNS {SPLITK_COLUMNS_PER_THREAD}\n")));
+    }
+
     #[test]
     fn the_grid_covers_every_column_and_row() {
         for (m, n, batch) in [
