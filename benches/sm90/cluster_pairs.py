@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Paired timings of one cuda-sm90 configuration with and without a cluster along N.
+"""Paired timings of one cuda-sm90 configuration with and without a cluster.
 
 For every shape of stored `carver tune --format json` results (M at most --max-m), the stored
-winner is timed with `carver bench --config` as it is but with no cluster, then with clusters
-of each size in --cluster-n along N (A's tile shared by TMA multicast), in a rotating order so
-that drift does not favour one size; cuBLAS is timed in each call. Shapes are taken worst
+winner is timed with `carver bench --config` as it is but with no cluster, then with each
+cluster of --variants (`cluster_n=4`: four CTAs along N sharing A's tile by TMA multicast;
+`cluster_m=2`: two along M sharing B's), in a rotating order so that drift does not favour
+one; cuBLAS is timed in each call. Shapes are taken worst
 (against cuBLAS) first, until --budget-s runs out. One JSON line per call in OUT, a table last.
 
     benches/sm90/cluster_pairs.py --bin target/gpu-run/carver --out pairs.jsonl \\
@@ -27,13 +28,13 @@ def load(path):
         return json.load(f)
 
 
-def shapes(paths, max_m):
+def shapes(paths, min_m, max_m):
     seen, out = set(), []
     for path in paths:
         for r in load(path)["results"]:
             s, w = r["shape"], r.get("winner")
             key = (s["m"], s["n"], s["k"], s.get("batch", 1))
-            if not w or s["m"] > max_m or key in seen or s.get("batch", 1) != 1:
+            if not w or not min_m <= s["m"] <= max_m or key in seen or s.get("batch", 1) != 1:
                 continue
             seen.add(key)
             out.append((r["speedup_vs_cublas"], s, r.get("layout", "rr"), r.get("dtype"), w))
@@ -58,16 +59,17 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--max-m", type=int, default=512)
-    ap.add_argument("--cluster-n", default="2,4")
+    ap.add_argument("--min-m", type=int, default=1)
+    ap.add_argument("--variants", default="cluster_n=2,cluster_n=4")
     ap.add_argument("--budget-s", type=float, default=240)
     ap.add_argument("results", nargs="+")
     a = ap.parse_args()
-    sizes = [1] + [int(x) for x in a.cluster_n.split(",")]
+    sizes = ["none"] + a.variants.split(",")
     start = time.time()
     rows = []
     cache = tempfile.mkdtemp()
     with open(a.out, "w") as out:
-        for i, (speedup, shape, layout, dtype, winner) in enumerate(shapes(a.results, a.max_m)):
+        for i, (speedup, shape, layout, dtype, winner) in enumerate(shapes(a.results, a.min_m, a.max_m)):
             if time.time() - start > a.budget_s:
                 print(f"budget spent after {i} shapes", file=sys.stderr)
                 break
@@ -76,7 +78,10 @@ def main():
             order = sizes[i % len(sizes):] + sizes[: i % len(sizes)]
             times = {}
             for cn in order:
-                config = dict(base, cluster_n=cn) if cn > 1 else base
+                config = dict(base)
+                if cn != "none":
+                    field, value = cn.split("=")
+                    config[field] = int(value)
                 rep = bench(a.bin, cache, shape, layout, dtype or "bf16", config)
                 out.write(json.dumps({"shape": shape, "cluster_n": cn, "config": config,
                                       "stored_speedup": speedup, "report": rep}) + "\n")
@@ -86,29 +91,29 @@ def main():
                 else:
                     times[cn] = None
                     why = rep.get("error") or rep.get("failure")
-                    print(f"{shape['name']} cluster_n={cn}: {str(why)[:200]}", file=sys.stderr)
+                    print(f"{shape['name']} {cn}: {str(why)[:200]}", file=sys.stderr)
             rows.append((shape, winner, times))
-    print(f"{'shape':28} {'M':>5} {'tile':>10} swap  " + "  ".join(f"t(n{c})" for c in sizes)
-          + "  cuBLAS  " + "  ".join(f"n{c}/n1" for c in sizes[1:]))
+    print(f"{'shape':28} {'M':>5} {'tile':>10} swap  " + "  ".join(f"{c:>12}" for c in sizes)
+          + "  cuBLAS  " + "  ".join(f"{'speedup ' + c.split('=')[0][-1] + c.split('=')[1]:>12}" for c in sizes[1:]))
     ratios = {c: [] for c in sizes[1:]}
     for shape, w, t in rows:
-        if not t.get(1):
+        if not t.get("none"):
             continue
         line = f"{shape['name'][:28]:28} {shape['m']:5} {w['block_m']:>4}x{w['block_n']:<5} {'y' if w.get('swap_ab') else 'n':>4}  "
-        line += "  ".join(f"{t[c][0]:6.1f}" if t.get(c) else "   n/a" for c in sizes)
-        line += f"  {t[1][1]:6.1f}  "
+        line += "  ".join(f"{t[c][0]:12.1f}" if t.get(c) else f"{'n/a':>12}" for c in sizes)
+        line += f"  {t['none'][1]:6.1f}  "
         for c in sizes[1:]:
             if t.get(c):
-                r = t[1][0] / t[c][0]
+                r = t["none"][0] / t[c][0]
                 ratios[c].append(r)
-                line += f"{r:6.3f}  "
+                line += f"{r:12.3f}  "
             else:
-                line += "   n/a  "
+                line += f"{'n/a':>12}  "
         print(line)
     for c, rs in ratios.items():
         if rs:
             g = math.exp(sum(map(math.log, rs)) / len(rs))
-            print(f"cluster_n={c}: geomean t(n1)/t(n{c}) {g:.3f} over {len(rs)}, "
+            print(f"{c}: geomean t(no cluster)/t({c}) {g:.3f} over {len(rs)}, "
                   f"min {min(rs):.3f}, max {max(rs):.3f}, faster in {sum(r > 1.01 for r in rs)}")
 
 

@@ -4,7 +4,8 @@
 # worker checks it against cuBLAS, then times both interleaved), with ncu profiling the first
 # LAUNCHES launches of the kernels KERNELS matches (a regex; default either library's GEMM
 # kernels, of which cuBLAS's come first: KERNELS=carver_sm90 for carver's own). Clocks are left
-# as they are (`--clock-control none`).
+# as they are (`--clock-control none`). With CONFIG (cuda-sm90's own JSON terms) set, `carver
+# bench --config "$CONFIG"` runs instead: that configuration, whatever the model would rank.
 #
 #   CARVER_BIN=target/calib/carver bash benches/sm90/ncu_probe.sh OUT_DIR 96x5120x5120 512x4096x11008
 #
@@ -16,6 +17,7 @@ out=${1:?usage: ncu_probe.sh OUT_DIR MxNxK ...}
 shift
 bin=${CARVER_BIN:-target/calib/carver}
 mkdir -p "$out"
+if [ -n "${CONFIG:-}" ]; then run=(bench --config "$CONFIG"); else run=(tune --topk 1); fi
 for shape in "$@"; do
     IFS=x read -r m n k <<< "$shape"
     cache=$(mktemp -d)
@@ -24,7 +26,8 @@ for shape in "$@"; do
         --launch-count ${LAUNCHES:-8} \
         --set full \
         -f -o "$out/$shape" \
-        "$bin" tune --m "$m" --n "$n" --k "$k" --topk 1 --cache-dir "$cache" --watchdog-s 200 \
+        "$bin" --cache-dir "$cache" "${run[@]}" \
+        --m "$m" --n "$n" --k "$k" --watchdog-s 200 \
         > "$out/$shape.tune.txt" 2> "$out/$shape.ncu.log"
     echo "$shape: ncu exit $?"
     ncu --import "$out/$shape.ncu-rep" --csv --page raw > "$out/$shape.csv" 2>/dev/null

@@ -206,13 +206,14 @@ __device__ __forceinline__ void cluster_sync() {
 #endif
 
 // Releases stage `s` to the producers: one arrival per consumer warp on the `empty` barrier of
-// every CTA of the cluster (each of them may refill this stage in both).
-__device__ __forceinline__ void release_stage(u32 empty_bar) {
+// every CTA of the cluster (each of them may refill this stage in both). Called by a whole warp:
+// lane c signals CTA c, so that the remote arrivals go out together rather than one after
+// another from one lane.
+__device__ __forceinline__ void release_stage(u32 empty_bar, int lane) {
 #if CLUSTER > 1
-#pragma unroll
-    for (u32 cta = 0; cta < CLUSTER; ++cta) mbar_arrive_cluster(empty_bar, cta);
+    if (lane < CLUSTER) mbar_arrive_cluster(empty_bar, (u32)lane);
 #else
-    mbar_arrive(empty_bar);
+    if (lane == 0) mbar_arrive(empty_bar);
 #endif
 }
 
@@ -533,7 +534,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                 wg_wait<1>();
                 if (kt > w.kt0) {
                     __syncwarp();
-                    if (lane == 0) release_stage(bars + 8 * (STAGES + (it - 1) % STAGES));
+                    release_stage(bars + 8 * (STAGES + (it - 1) % STAGES), lane);
                 }
             }
             wg_wait<0>();
@@ -547,7 +548,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
             // The tile goes out straight from the registers; the last stage is no longer read.
             if (nk > 0) {
                 __syncwarp();
-                if (lane == 0) release_stage(bars + 8 * (STAGES + (it - 1) % STAGES));
+                release_stage(bars + 8 * (STAGES + (it - 1) % STAGES), lane);
             }
 #endif
 #if SWAP_AB
@@ -700,7 +701,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                 // The buffer was written through the generic proxy; TMA refills it next.
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 __syncwarp();
-                if (lane == 0) release_stage(bars + 8 * (STAGES + held));
+                release_stage(bars + 8 * (STAGES + held), lane);
             }
 #endif
         }
