@@ -5,7 +5,9 @@ For every shape of stored `carver tune --format json` results (M at most --max-m
 winner is timed with `carver bench --config` as it is but with no cluster, then with each
 cluster of --variants (`cluster_n=4`: four CTAs along N sharing A's tile by TMA multicast;
 `cluster_m=2`: two along M sharing B's), in a rotating order so that drift does not favour
-one; cuBLAS is timed in each call. Shapes are taken worst
+one; cuBLAS is timed in each call. (Clusters along N exist only in the kernel of `4a3c167`,
+measured and reverted: docs/RESULTS.md, "Clusters along N"; the binary carried must be that
+commit's for `cluster_n` variants.) Shapes are taken worst
 (against cuBLAS) first, until --budget-s runs out. One JSON line per call in OUT, a table last.
 
     benches/sm90/cluster_pairs.py --bin target/gpu-run/carver --out pairs.jsonl \\
@@ -60,7 +62,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--max-m", type=int, default=512)
     ap.add_argument("--min-m", type=int, default=1)
-    ap.add_argument("--variants", default="cluster_n=2,cluster_n=4")
+    ap.add_argument("--variants", default="cluster_m=2")
     ap.add_argument("--budget-s", type=float, default=240)
     ap.add_argument("results", nargs="+")
     a = ap.parse_args()

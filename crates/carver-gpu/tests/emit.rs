@@ -38,7 +38,6 @@ fn spec(split_k: u32, cluster_m: u32, layout_b: Layout) -> KernelSpec {
             consumers: 1,
             group_m: 8,
             cluster_m,
-            cluster_n: 1,
             persistent: false,
             split_k,
             swap_ab: false,

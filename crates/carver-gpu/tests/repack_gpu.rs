@@ -408,7 +408,6 @@ fn on_a_hopper_gpu_the_gemm_on_repacked_operands_is_exact() {
                 consumers: 1,
                 group_m: 8,
                 cluster_m: 1,
-                cluster_n: 1,
                 persistent: false,
                 split_k: 1,
                 swap_ab: false,

@@ -138,7 +138,6 @@ fn points_outside_the_space_are_rejected_by_both_for_the_same_reason() {
         consumers: 2,
         group_m: 8,
         cluster_m: 1,
-        cluster_n: 1,
         persistent: false,
         split_k: 1,
         swap_ab: false,

@@ -212,7 +212,7 @@ pub fn check_emittable(inputs: &EmitInputs) -> Result<(), EmitError> {
         label: spec.label(),
         reason,
     };
-    let cluster = u64::from(spec.params.cluster_size());
+    let cluster = u64::from(spec.params.cluster_m.max(1));
     let full = spec.units(d.m, d.n, d.batch).saturating_mul(cluster);
     let grid = u64::from(inputs.grid);
     let wrong_grid = |why: &str| {
@@ -393,14 +393,8 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
             &geometry_a,
             "A",
             format!(
-                "A (M x K, row-major): dims (K, M, batch); boxes of {} columns x {} rows{}",
-                geometry_a.boxes[0],
-                geometry_a.boxes[1],
-                if p.cluster_n > 1 {
-                    " (the blocks of a cluster share the tile's boxes out and load them for all)"
-                } else {
-                    ""
-                }
+                "A (M x K, row-major): dims (K, M, batch); boxes of {} columns x {} rows",
+                geometry_a.boxes[0], geometry_a.boxes[1]
             ),
         ),
         map("tma_b", &geometry_b, "B", b_note),
@@ -435,7 +429,7 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
         ),
     ])
     .map_err(unsupported)?;
-    let cluster = p.cluster_size();
+    let cluster_m = p.cluster_m.max(1);
     let smem = spec.dynamic_smem_bytes();
     let mut kernels = vec![EmitLaunch {
         entry_point: KERNEL_NAME.into(),
@@ -444,8 +438,8 @@ pub fn describe(inputs: &EmitInputs, cubins: EmitCubins<'_>) -> Result<EmittedKe
         cubin_sha256: sha256_hex(cubins.gemm),
         grid: [inputs.grid, 1, 1],
         block: [spec.threads(), 1, 1],
-        cluster: [cluster, 1, 1],
-        cluster_compiled_in: cluster > 1,
+        cluster: [cluster_m, 1, 1],
+        cluster_compiled_in: cluster_m > 1,
         dynamic_smem_bytes: smem,
         set_max_dynamic_smem: smem > DEFAULT_DYNAMIC_SMEM_BYTES,
         blocks_per_sm: Some(inputs.blocks_per_sm),
@@ -607,15 +601,11 @@ fn grid_rule(inputs: &EmitInputs) -> String {
     let spec = &inputs.spec;
     let p = &spec.params;
     let d = &inputs.dims;
-    let cm = p.cluster_size();
+    let cm = p.cluster_m.max(1);
     let units = spec.units(d.m, d.n, d.batch);
     let units_rule = format!(
-        "units = ceil(ceil(M / {}) / {}) x ceil(ceil(N / {}) / {}) x {} (split_k) x batch",
-        p.block_m,
-        p.cluster_m.max(1),
-        p.block_n,
-        p.cluster_n.max(1),
-        p.split_k
+        "units = ceil(ceil(M / {}) / {cm}) x ceil(N / {}) x {} (split_k) x batch",
+        p.block_m, p.block_n, p.split_k
     );
     let mut rule = if p.persistent {
         let resident = inputs.device.sm_count * inputs.blocks_per_sm / cm;

@@ -15,9 +15,6 @@
 //   PERSISTENT          1: a grid of at most one wave loops over tiles
 //   CLUSTER_M           CTAs per cluster along M (1 or 2); a pair shares its B tile, each CTA
 //                       loading half of it with TMA multicast into both
-//   CLUSTER_N           CTAs per cluster along N (1 to 4; not with CLUSTER_M > 1); they share
-//                       their A tile, loaded in boxes of A_BOX_ROWS rows, box j by CTA
-//                       j % CLUSTER_N with TMA multicast into all
 //   SPLIT_K             blocks sharing one tile's K loop, each over a contiguous share of the K
 //                       tiles; with more than 1 each writes its fp32 partial tile to `partials`
 //                       (see below) and `carver_sm90_splitk_reduce` (splitk.cu) sums them
@@ -51,10 +48,8 @@
 // Tensor maps are 3-D (columns, rows, batch): the batch index is the third coordinate, so a
 // box never crosses from one matrix of the batch into the next.
 // With CLUSTER_M = 2 the two CTAs of a cluster compute vertically adjacent tiles: each loads
-// its own A tile and half of the shared B tile, multicast to both. With CLUSTER_N > 1 the CTAs
-// compute horizontally adjacent tiles, each loading its own B tile and its boxes of the shared
-// A tile. Either way a stage is refilled only once the consumers of every CTA of the cluster
-// have released it (remote mbarrier arrivals).
+// its own A tile and half of the shared B tile, multicast to both; a stage is refilled only
+// once the consumers of both CTAs have released it (remote mbarrier arrivals).
 //
 // No headers: NVRTC has no <cstdint>, and everything here is inline PTX.
 
@@ -108,13 +103,6 @@ struct __align__(64) TmaMap {
 #if CLUSTER_M != 1 && CLUSTER_M != 2
 #error "CLUSTER_M must be 1 or 2"
 #endif
-#if CLUSTER_N < 1 || CLUSTER_N > 4 || (CLUSTER_N > 1 && CLUSTER_M > 1)
-#error "CLUSTER_N must be 1 to 4, and 1 with CLUSTER_M > 1"
-#endif
-#if A_BOX_ROWS % 8 != 0 || BM % A_BOX_ROWS != 0
-#error "A_BOX_ROWS must be whole 8-row swizzle atoms dividing BM"
-#endif
-#define CLUSTER (CLUSTER_M * CLUSTER_N)
 #if SPLIT_K < 1
 #error "SPLIT_K must be at least 1"
 #endif
@@ -167,7 +155,7 @@ __device__ __forceinline__ void tma_load_3d(u32 dst, const TmaMap* map, u32 bar,
         : "memory");
 }
 
-#if CLUSTER > 1
+#if CLUSTER_M > 1
 // Loads one box and writes it, at the same offset, into the shared memory of every CTA of the
 // cluster in `mask`, completing bytes on the mbarrier at the same offset in each.
 __device__ __forceinline__ void tma_load_3d_multicast(u32 dst, const TmaMap* map, u32 bar,
@@ -206,14 +194,13 @@ __device__ __forceinline__ void cluster_sync() {
 #endif
 
 // Releases stage `s` to the producers: one arrival per consumer warp on the `empty` barrier of
-// every CTA of the cluster (each of them may refill this stage in both). Called by a whole warp:
-// lane c signals CTA c, so that the remote arrivals go out together rather than one after
-// another from one lane.
-__device__ __forceinline__ void release_stage(u32 empty_bar, int lane) {
-#if CLUSTER > 1
-    if (lane < CLUSTER) mbar_arrive_cluster(empty_bar, (u32)lane);
+// every CTA of the cluster (each of them may refill this stage in both).
+__device__ __forceinline__ void release_stage(u32 empty_bar) {
+#if CLUSTER_M > 1
+#pragma unroll
+    for (u32 cta = 0; cta < CLUSTER_M; ++cta) mbar_arrive_cluster(empty_bar, cta);
 #else
-    if (lane == 0) mbar_arrive(empty_bar);
+    mbar_arrive(empty_bar);
 #endif
 }
 
@@ -334,23 +321,22 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
 }
 
 // What work unit `u` computes. Units run through the batch's matrices, in each the K splits, in
-// each every cluster of tiles in grouped order: tile row `tm` and tile column `tn` (of this CTA
-// of the cluster), matrix `b`, the split's `slice` (b * SPLIT_K + split) and its K tiles
+// each every cluster of tiles in grouped order: tile row `tm` (of this CTA of the cluster),
+// tile column `tn`, matrix `b`, the split's `slice` (b * SPLIT_K + split) and its K tiles
 // [kt0, kt1) (shares differ by at most one tile; a split is empty only when K has fewer tiles
 // than SPLIT_K).
 struct Work {
     int tm, tn, b, slice, kt0, kt1;
 };
 
-__device__ __forceinline__ Work unit_work(int u, int unit_rows, int unit_cols, int k_tiles,
+__device__ __forceinline__ Work unit_work(int u, int unit_rows, int tiles_n, int k_tiles,
                                           u32 rank) {
     Work w;
-    const int per_slice = unit_rows * unit_cols;
+    const int per_slice = unit_rows * tiles_n;
     w.slice = u / per_slice;
-    int um, un;
-    tile_coords(u - w.slice * per_slice, unit_rows, unit_cols, um, un);
-    w.tm = um * CLUSTER_M + (CLUSTER_M > 1 ? (int)rank : 0);
-    w.tn = un * CLUSTER_N + (CLUSTER_N > 1 ? (int)rank : 0);
+    int um;
+    tile_coords(u - w.slice * per_slice, unit_rows, tiles_n, um, w.tn);
+    w.tm = um * CLUSTER_M + (int)rank;
     w.b = w.slice / SPLIT_K;
     const int split = w.slice - w.b * SPLIT_K;
     w.kt0 = (int)((long long)split * k_tiles / SPLIT_K);
@@ -360,8 +346,8 @@ __device__ __forceinline__ Work unit_work(int u, int unit_rows, int unit_cols, i
 
 // ---- the kernel ---------------------------------------------------------------------------
 
-#if CLUSTER > 1
-#define CLUSTER_ATTR __cluster_dims__(CLUSTER, 1, 1)
+#if CLUSTER_M > 1
+#define CLUSTER_ATTR __cluster_dims__(CLUSTER_M, 1, 1)
 #else
 #define CLUSTER_ATTR
 #endif
@@ -382,11 +368,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
         if ((base & 1023) != 0) asm volatile("trap;");
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(bars + 8 * s, 1);
-            mbar_init(bars + 8 * (STAGES + s), 4 * CONSUMERS * CLUSTER);
+            mbar_init(bars + 8 * (STAGES + s), 4 * CONSUMERS * CLUSTER_M);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-#if CLUSTER > 1
+#if CLUSTER_M > 1
     // Every CTA's barriers exist before any peer signals them.
     cluster_sync();
     const u32 rank = cluster_rank();
@@ -395,18 +381,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
     const u32 rank = 0;
 #endif
 
-    // Work is handed out in units of a cluster's tiles (of one matrix and one K split): CTA
-    // `rank` of a cluster along M takes tile row unit_row * CLUSTER_M + rank, along N tile
-    // column unit_col * CLUSTER_N + rank (past the last tile row or column when M or N runs
-    // out: its loads are zero-filled and its stores predicated off, but it still loads its
-    // share of the shared tile for its peers).
+    // Work is handed out in units of CLUSTER_M vertically adjacent tiles (of one matrix and one
+    // K split); CTA `rank` of a cluster takes tile row unit_row * CLUSTER_M + rank (past the
+    // last tile row when M runs out: its loads are zero-filled and its stores predicated off,
+    // but it still loads its half of B for its peer).
     const int tiles_m = (M + BM - 1) / BM;
     const int tiles_n = (N + BN - 1) / BN;
     const int unit_rows = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
-    const int unit_cols = (tiles_n + CLUSTER_N - 1) / CLUSTER_N;
-    const int units = unit_rows * unit_cols * SPLIT_K * batch;
-    const int first_unit = blockIdx.x / CLUSTER;
-    const int unit_stride = gridDim.x / CLUSTER;
+    const int units = unit_rows * tiles_n * SPLIT_K * batch;
+    const int first_unit = blockIdx.x / CLUSTER_M;
+    const int unit_stride = gridDim.x / CLUSTER_M;
     const int k_tiles = (K + BK - 1) / BK;
 
     if (wg == 0) {
@@ -419,7 +403,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
             asm volatile("prefetch.tensormap [%0];" ::"l"((u64)&tma_b) : "memory");
             u32 it = 0;
             for (int u = first_unit; u < units; u += unit_stride) {
-                const Work w = unit_work(u, unit_rows, unit_cols, k_tiles, rank);
+                const Work w = unit_work(u, unit_rows, tiles_n, k_tiles, rank);
                 const int tm = w.tm, tn = w.tn, b = w.b;
                 for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
                     const u32 s = it % STAGES;
@@ -430,18 +414,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                     mbar_expect_tx(full, STAGE_BYTES);
                     const u32 sa = base + s * STAGE_BYTES;
                     const u32 sb = sa + A_STAGE_BYTES;
-#if CLUSTER_N > 1
-#pragma unroll
-                    for (int j = 0; j < BM / A_BOX_ROWS; ++j) {
-                        if (j % CLUSTER_N == (int)rank) {
-                            tma_load_3d_multicast(sa + j * A_BOX_ROWS * 128, &tma_a, full, kt * BK,
-                                                  tm * BM + j * A_BOX_ROWS, b,
-                                                  (u16)((1u << CLUSTER_N) - 1));
-                        }
-                    }
-#else
                     tma_load_3d(sa, &tma_a, full, kt * BK, tm * BM, b);
-#endif
 #if CLUSTER_M == 1
 #if B_KMAJOR
                     tma_load_3d(sb, &tma_b, full, kt * BK, tn * BN, b);
@@ -483,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
         float acc[M_SLABS][WG_COLS / 2];
         u32 it = 0;
         for (int u = first_unit; u < units; u += unit_stride) {
-            const Work w = unit_work(u, unit_rows, unit_cols, k_tiles, rank);
+            const Work w = unit_work(u, unit_rows, tiles_n, k_tiles, rank);
             const int tm = w.tm, tn = w.tn;
             const int nk = w.kt1 - w.kt0;
 #pragma unroll
@@ -534,7 +507,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                 wg_wait<1>();
                 if (kt > w.kt0) {
                     __syncwarp();
-                    release_stage(bars + 8 * (STAGES + (it - 1) % STAGES), lane);
+                    if (lane == 0) release_stage(bars + 8 * (STAGES + (it - 1) % STAGES));
                 }
             }
             wg_wait<0>();
@@ -548,7 +521,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
             // The tile goes out straight from the registers; the last stage is no longer read.
             if (nk > 0) {
                 __syncwarp();
-                release_stage(bars + 8 * (STAGES + (it - 1) % STAGES), lane);
+                if (lane == 0) release_stage(bars + 8 * (STAGES + (it - 1) % STAGES));
             }
 #endif
 #if SWAP_AB
@@ -576,8 +549,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                             const int n = n0 + 8 * (q >> 1);
                             const float v = acc[mi][4 * j + q];
 #if SPLIT_K > 1
-                            // (A cluster along N may run a tile past the workspace's columns.)
-                            if (m < M && n < ldw) out[(u64)m * (u64)ldw + n] = v;
+                            if (m < M) out[(u64)m * (u64)ldw + n] = v;
 #else
                             if (m < M && n < N) out[(u64)m * (u64)ldw + n] = to_out(v);
 #endif
@@ -586,8 +558,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                 }
             }
 #elif SPLIT_K > 1
-            // (A cluster along N may run a tile past the workspace's columns.)
-            if (tn < tiles_n) {
+            {
                 const int ldw = tiles_n * BN;
                 float* out = partials + (u64)w.slice * (u64)M * (u64)ldw;
 #pragma unroll
@@ -609,8 +580,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
             u16* const cb = c + (u64)w.b * (u64)M * (u64)N;
             // Epilogue. The tile's last stage stays held (not released) until it is done: the
             // producer cannot refill it, the other consumer never reads this consumer's A rows,
-            // and no cluster peer refills it either (their producers wait for this CTA's release
-            // too). Each warp stages its output in
+            // and a cluster peer multicasts only into the B part. Each warp stages its output in
             // its own 16 A rows of that stage. (With no k-tile nothing was ever loaded.)
             const u32 held = nk > 0 ? (it - 1) % STAGES : 0;
             const u32 scratch = base + held * STAGE_BYTES + consumer * ROWS_PER_CONSUMER * 128 +
@@ -701,12 +671,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
                 // The buffer was written through the generic proxy; TMA refills it next.
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 __syncwarp();
-                release_stage(bars + 8 * (STAGES + held), lane);
+                if (lane == 0) release_stage(bars + 8 * (STAGES + held));
             }
 #endif
         }
     }
-#if CLUSTER > 1
+#if CLUSTER_M > 1
     // No CTA leaves while a peer may still multicast into its ring or arrive on its barriers.
     __syncwarp();
     cluster_sync();

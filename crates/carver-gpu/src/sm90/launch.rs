@@ -115,17 +115,16 @@ fn encode_3d(
     Ok(map)
 }
 
-/// The box the kernel loads of each operand, (inner, outer) elements: A's is block K x block M
-/// (in a cluster along N, block K x [`Sm90Params::a_box_rows`]: the CTAs share the tile out box
-/// by box); B's is block K x block N (in a cluster along M each CTA loads its share of the
-/// rows) when B is stored N x K, else 64 columns x block K.
+/// The box the kernel loads of each operand, (inner, outer) elements: A's is block K x block M;
+/// B's is block K x block N (in a cluster each CTA loads its share of the rows) when B is
+/// stored N x K, else 64 columns x block K.
 pub fn tma_boxes(spec: &KernelSpec) -> ((u32, u32), (u32, u32)) {
     let p = &spec.params;
     let b = match spec.layout_b {
         Layout::Col => (p.block_k, p.block_n / p.cluster_m.max(1)),
         Layout::Row => (ROW_MAJOR_B_BOX_COLUMNS, p.block_k),
     };
-    ((p.block_k, p.a_box_rows()), b)
+    ((p.block_k, p.block_m), b)
 }
 
 /// The geometry of A's and B's tensor maps for `batch` stacked operands laid out as `a` and `b`
@@ -292,12 +291,11 @@ impl LoadedKernel {
     /// Asks the driver how many clusters of this kernel fit on the GPU at once (its compiled-in
     /// cluster shape); needed for a persistent grid of clusters.
     pub fn query_cluster_occupancy(&mut self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
-        let cluster = self.spec.params.cluster_size();
-        if cluster <= 1 {
+        if self.spec.params.cluster_m <= 1 {
             return Ok(());
         }
         let cfg = LaunchConfig {
-            grid_dim: (cluster, 1, 1),
+            grid_dim: (self.spec.params.cluster_m, 1, 1),
             block_dim: (self.spec.threads(), 1, 1),
             shared_mem_bytes: self.spec.dynamic_smem_bytes(),
         };
@@ -318,7 +316,7 @@ impl LoadedKernel {
     /// Blocks to launch for `batch` M x N products: one per tile and K split (rounded up to
     /// whole clusters), or at most one wave for a persistent kernel.
     pub fn grid(&self, m: u64, n: u64, batch: u64, sms: u32) -> Result<u32, GpuError> {
-        let cluster = u64::from(self.spec.params.cluster_size());
+        let cluster = u64::from(self.spec.params.cluster_m.max(1));
         let units = self.spec.units(m, n, batch);
         let resident_units = match self.max_active_clusters {
             Some(c) => u64::from(c),

@@ -111,20 +111,19 @@ impl KernelSpec {
         self.params.accumulators_per_thread()
     }
 
-    /// Work units of `batch` M x N products: clusters of `cluster_m` vertically or `cluster_n`
-    /// horizontally adjacent tiles, once per K split.
+    /// Work units of `batch` M x N products: clusters of `cluster_m` vertically adjacent tiles,
+    /// once per K split.
     pub fn units(&self, m: u64, n: u64, batch: u64) -> u64 {
         let p = &self.params;
         m.div_ceil(u64::from(p.block_m))
             .div_ceil(u64::from(p.cluster_m.max(1)))
             * n.div_ceil(u64::from(p.block_n))
-                .div_ceil(u64::from(p.cluster_n.max(1)))
             * u64::from(p.split_k.max(1))
             * batch
     }
 
-    /// A short name, e.g. `128x256x64 s4 c2 g8 x2 k3 persistent rr bf16` (`x2`: clusters of 2
-    /// along M, `xn4`: of 4 along N, `k3`: K split three ways; `swap-ab`: the small-M path, A and B swapped in the wgmma).
+    /// A short name, e.g. `128x256x64 s4 c2 g8 x2 k3 persistent rr bf16` (`x2`: clusters of 2,
+    /// `k3`: K split three ways; `swap-ab`: the small-M path, A and B swapped in the wgmma).
     pub fn label(&self) -> String {
         let p = &self.params;
         format!(
@@ -137,8 +136,6 @@ impl KernelSpec {
             p.group_m,
             if p.cluster_m > 1 {
                 format!(" x{}", p.cluster_m)
-            } else if p.cluster_n > 1 {
-                format!(" xn{}", p.cluster_n)
             } else {
                 String::new()
             },
@@ -171,8 +168,6 @@ impl KernelSpec {
             ("GROUP_M", p.group_m),
             ("PERSISTENT", u32::from(p.persistent)),
             ("CLUSTER_M", p.cluster_m),
-            ("CLUSTER_N", p.cluster_n),
-            ("A_BOX_ROWS", p.a_box_rows()),
             ("SPLIT_K", p.split_k),
             ("SWAP_AB", u32::from(p.swap_ab)),
             ("B_KMAJOR", u32::from(self.layout_b == Layout::Col)),
@@ -307,7 +302,6 @@ pub(crate) fn test_spec(
             consumers,
             group_m: 8,
             cluster_m: 1,
-            cluster_n: 1,
             persistent: false,
             split_k: 1,
             swap_ab: false,

@@ -109,7 +109,6 @@ mod tests {
                 consumers: 2,
                 group_m: 8,
                 cluster_m: 1,
-                cluster_n: 1,
                 persistent: true,
                 split_k: 3,
                 swap_ab: false,

@@ -62,13 +62,6 @@ pub const CONSUMERS: RangeInclusive<u32> = 1..=2;
 pub const STAGES: RangeInclusive<u32> = 2..=16;
 /// CTAs per cluster along M (2: the pair shares B through TMA multicast).
 pub const CLUSTER_M: RangeInclusive<u32> = 1..=2;
-/// CTAs per cluster along N: they share A's tile through TMA multicast, each loading some of
-/// its boxes of rows ([`Sm90Params::a_box_rows`]). cuBLAS's swapped small-M kernels on the H200
-/// run clusters of 4 along N (`nvjet_sm90_tst_64x96_64x10_4x1`, docs/RESULTS.md, "Nsight
-/// Compute at mid M").
-pub const CLUSTER_N: RangeInclusive<u32> = 1..=4;
-/// Rows of A in one swizzle atom: a CTA's share of a multicast A tile is a multiple of it.
-pub const SWIZZLE_ATOM_ROWS: u32 = 8;
 /// Blocks sharing one output tile's K loop (1: no split).
 pub const SPLIT_K: RangeInclusive<u32> = 1..=16;
 /// Bytes of one block-K row in the 128-byte swizzle TMA uses: block K x element size.
@@ -220,18 +213,6 @@ pub enum Sm90Violation {
     ClusterM { cluster_m: u32 },
 
     #[error(
-        "cluster_n = {cluster_n}; accepted: clusters of {} to {} CTAs along N",
-        CLUSTER_N.start(),
-        CLUSTER_N.end()
-    )]
-    ClusterN { cluster_n: u32 },
-
-    #[error(
-        "cluster_m = {cluster_m} and cluster_n = {cluster_n}; accepted: a cluster along M or along N, not both"
-    )]
-    ClusterBoth { cluster_m: u32, cluster_n: u32 },
-
-    #[error(
         "each consumer thread would hold {accumulators} fp32 accumulators; at most {MAX_ACCUMULATORS} fit under the {CONSUMER_REGISTER_CAP}-register cap"
     )]
     Accumulators { accumulators: u32 },
@@ -241,8 +222,10 @@ pub enum Sm90Violation {
     )]
     SwappedAccumulators { accumulators: u32, limit: u32 },
 
-    /// A tile the family's parameters cannot express: other warp arrangements.
-    #[error("cuda-sm90 runs one producer warpgroup and 64-row wgmma consumer warpgroups")]
+    /// A tile the family's parameters cannot express: other warp arrangements, clusters along N.
+    #[error(
+        "cuda-sm90 runs one producer warpgroup and 64-row wgmma consumer warpgroups, without clusters along N"
+    )]
     NotExpressible,
 }
 
@@ -259,14 +242,10 @@ pub struct Sm90Params {
     pub group_m: u32,
     /// CTAs per cluster along M (2 = the pair shares B through TMA multicast).
     pub cluster_m: u32,
-    /// CTAs per cluster along N (they share A through TMA multicast). (Absent when 1, and from
-    /// configurations written before it existed.)
-    #[serde(default = "one", skip_serializing_if = "is_one")]
-    pub cluster_n: u32,
     pub persistent: bool,
     /// Blocks sharing each tile's K loop; their fp32 partials are summed by a second kernel.
     /// (Absent from configurations written before split-K existed: 1.)
-    #[serde(default = "one")]
+    #[serde(default = "no_split")]
     pub split_k: u32,
     /// The small-M path: wgmma's rows run along N (B's tile is its A operand, A's its B
     /// operand), block M is its N and the consumers share block N. (Absent when false, and from
@@ -275,12 +254,8 @@ pub struct Sm90Params {
     pub swap_ab: bool,
 }
 
-fn one() -> u32 {
+fn no_split() -> u32 {
     1
-}
-
-fn is_one(v: &u32) -> bool {
-    *v == 1
 }
 
 /// The generic tile's `(warps_m, warps_n)` for `consumers` warpgroups: each warpgroup's four
@@ -310,7 +285,6 @@ impl Sm90Params {
             consumers: warps_along_rows(c).0 / 4,
             group_m: c.raster.group,
             cluster_m: c.cluster_m,
-            cluster_n: c.cluster_n,
             persistent: c.persistent,
             split_k: c.split_k,
             swap_ab: c.swap_ab,
@@ -333,7 +307,7 @@ impl Sm90Params {
             },
             split_k: self.split_k,
             cluster_m: self.cluster_m,
-            cluster_n: self.cluster_n,
+            cluster_n: 1,
             persistent: self.persistent,
             mma: InstructionFamily::Wgmma,
             swap_ab: self.swap_ab,
@@ -366,28 +340,6 @@ impl Sm90Params {
     pub fn registers_per_thread(self) -> u32 {
         self.accumulators_per_thread()
             .saturating_add(REGISTER_RESERVE)
-    }
-
-    /// CTAs in one cluster (along M or along N).
-    pub fn cluster_size(self) -> u32 {
-        self.cluster_m.max(1).saturating_mul(self.cluster_n.max(1))
-    }
-
-    /// Rows of one TMA box of A. Without a cluster along N, the whole tile; with one, the CTAs
-    /// share A's tile out box by box (box `j` is loaded by CTA `j % cluster_n` and multicast to
-    /// all), so a box is the largest whole number of swizzle atoms that divides block M and is
-    /// at most the even share, and at least one atom.
-    pub fn a_box_rows(self) -> u32 {
-        let n = self.cluster_n.max(1);
-        if n == 1 {
-            return self.block_m;
-        }
-        let share = self.block_m / n;
-        (1..=share / SWIZZLE_ATOM_ROWS)
-            .rev()
-            .map(|atoms| atoms * SWIZZLE_ATOM_ROWS)
-            .find(|rows| self.block_m % rows == 0)
-            .unwrap_or(SWIZZLE_ATOM_ROWS)
     }
 
     /// Threads per block: one producer warpgroup and the consumers.
@@ -480,17 +432,6 @@ impl Sm90Params {
         if !CLUSTER_M.contains(&self.cluster_m) {
             return Err(Sm90Violation::ClusterM {
                 cluster_m: self.cluster_m,
-            });
-        }
-        if !CLUSTER_N.contains(&self.cluster_n) {
-            return Err(Sm90Violation::ClusterN {
-                cluster_n: self.cluster_n,
-            });
-        }
-        if self.cluster_m > 1 && self.cluster_n > 1 {
-            return Err(Sm90Violation::ClusterBoth {
-                cluster_m: self.cluster_m,
-                cluster_n: self.cluster_n,
             });
         }
         if !SPLIT_K.contains(&self.split_k) {
@@ -734,7 +675,8 @@ impl FamilyRules for Sm90Rules {
         let expressible = c.mma == InstructionFamily::Wgmma
             && across == 1
             && c.producer_warps == 4
-            && along % 4 == 0;
+            && along % 4 == 0
+            && c.cluster_n == 1;
         if !expressible {
             return Err(Sm90Violation::NotExpressible.into());
         }
@@ -811,7 +753,6 @@ mod tests {
             consumers: 2,
             group_m: 8,
             cluster_m: 2,
-            cluster_n: 1,
             persistent: true,
             split_k: 1,
             swap_ab: false,
@@ -880,33 +821,10 @@ mod tests {
                 Sm90Violation::ClusterM { cluster_m: 4 },
             ),
             (
-                Sm90Params { cluster_n: 5, ..ok },
-                Sm90Violation::ClusterN { cluster_n: 5 },
-            ),
-            (
-                Sm90Params { cluster_n: 0, ..ok },
-                Sm90Violation::ClusterN { cluster_n: 0 },
-            ),
-            (
-                Sm90Params { cluster_n: 2, ..ok },
-                Sm90Violation::ClusterBoth {
-                    cluster_m: 2,
-                    cluster_n: 2,
-                },
-            ),
-            (
                 Sm90Params { block_m: 256, ..ok },
                 Sm90Violation::Accumulators { accumulators: 256 },
             ),
         ];
-        assert_eq!(
-            check(Sm90Params {
-                cluster_m: 1,
-                cluster_n: 4,
-                ..ok
-            }),
-            Ok(())
-        );
         for (params, violation) in cases {
             assert_eq!(check(params), Err(violation), "{params:?}");
         }
@@ -1050,7 +968,6 @@ mod tests {
             consumers: 2,
             group_m: 8,
             cluster_m: 1,
-            cluster_n: 1,
             persistent: false,
             split_k: 1,
             swap_ab: false,
@@ -1076,54 +993,6 @@ mod tests {
         // 333 rows: one tile would be 336 (past 256); 176 (two), 112 (three), 96 (four), with
         // the small tiles and the multiples of 64.
         assert_eq!(ms, vec![8, 16, 32, 48, 64, 96, 112, 128, 176, 192, 256]);
-    }
-
-    #[test]
-    fn a_cluster_along_n_shares_a_in_whole_swizzle_atoms() {
-        let p = |block_m, cluster_n| Sm90Params {
-            block_m,
-            block_n: 64,
-            block_k: 64,
-            stages: 8,
-            consumers: 1,
-            group_m: 1,
-            cluster_m: 1,
-            cluster_n,
-            persistent: false,
-            split_k: 1,
-            swap_ab: true,
-        };
-        // Without a cluster along N the box is the whole tile.
-        assert_eq!(p(96, 1).a_box_rows(), 96);
-        // Even shares: one box a CTA.
-        assert_eq!(p(96, 4).a_box_rows(), 24);
-        assert_eq!(p(128, 2).a_box_rows(), 64);
-        // Uneven ones: the largest divisor of block M in whole atoms under the share.
-        assert_eq!(p(112, 4).a_box_rows(), 16);
-        assert_eq!(p(104, 4).a_box_rows(), 8);
-        // Fewer atoms than CTAs: one atom a box, some CTAs load none.
-        assert_eq!(p(8, 2).a_box_rows(), 8);
-        for block_m in (8..=256).step_by(8) {
-            for cluster_n in CLUSTER_N {
-                let rows = p(block_m, cluster_n).a_box_rows();
-                assert!(
-                    rows % SWIZZLE_ATOM_ROWS == 0 && block_m % rows == 0,
-                    "{block_m}"
-                );
-                assert!(
-                    rows <= (block_m / cluster_n).max(SWIZZLE_ATOM_ROWS),
-                    "{block_m}"
-                );
-            }
-        }
-        assert_eq!(p(96, 4).cluster_size(), 4);
-        // Stored configurations without the field read as no cluster along N, and one without
-        // a cluster along N writes none.
-        let json = serde_json::to_value(p(96, 1)).unwrap();
-        assert!(json.get("cluster_n").is_none());
-        let back: Sm90Params = serde_json::from_value(json).unwrap();
-        assert_eq!(back.cluster_n, 1);
-        assert_eq!(serde_json::to_value(p(96, 4)).unwrap()["cluster_n"], 4);
     }
 
     #[test]
