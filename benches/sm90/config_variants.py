@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""Paired timings of one cuda-sm90 configuration with and without a cluster.
+"""Paired timings of one cuda-sm90 configuration and its variants in one parameter.
 
-For every shape of stored `carver tune --format json` results (M at most --max-m), the stored
-winner is timed with `carver bench --config` as it is but with no cluster, then with each
-cluster of --variants (`cluster_n=4`: four CTAs along N sharing A's tile by TMA multicast;
-`cluster_m=2`: two along M sharing B's), in a rotating order so that drift does not favour
-one; cuBLAS is timed in each call. (Clusters along N exist only in the kernel of `4a3c167`,
-measured and reverted: docs/RESULTS.md, "Clusters along N"; the binary carried must be that
-commit's for `cluster_n` variants.) Shapes are taken worst
-(against cuBLAS) first, until --budget-s runs out. One JSON line per call in OUT, a table last.
+For every shape of stored `carver tune --format json` results (M between --min-m and --max-m),
+the stored winner is timed with `carver bench --config` as it is (but with no cluster), then
+with each variant of --variants, `FIELD=VALUE` pairs of cuda-sm90's own terms (`stages=8`:
+an 8-deep ring; `cluster_m=2`: two CTAs along M sharing B's tile), in a rotating order so that
+drift does not favour one; cuBLAS is timed in each call. Shapes are taken worst (against
+cuBLAS) first, until --budget-s runs out. One JSON line per call in OUT, a table last.
+(`cluster_n` variants need the kernel of `4a3c167`, measured and reverted: docs/RESULTS.md,
+"clusters along N that share A".)
 
-    benches/sm90/cluster_pairs.py --bin target/gpu-run/carver --out pairs.jsonl \\
+    benches/sm90/config_variants.py --bin target/gpu-run/carver --out pairs.jsonl \\
         RESULTS.json.gz [...]
 """
 
