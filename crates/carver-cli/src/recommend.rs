@@ -255,8 +255,8 @@ fn order_note(ranks: &[usize]) -> String {
         "  note: {} {verb}. The ranking keeps a diverse\n  \
          top-k: it picks structurally different configs among those within the model's measured\n  \
          error of the fastest prediction ({:.0}% when every operand is loaded in vectors, {:.0}% when\n  \
-         one is staged through registers), then one stage shallower of those, so rank is not\n  \
-         strictly predicted-time order.",
+         one is staged through registers), and shallower pipelines of those it picked, so rank\n  \
+         is not strictly predicted-time order.",
         rank_list(ranks),
         carver::rank::DIVERSITY_WINDOW * 100.0,
         carver::rank::STAGED_DIVERSITY_WINDOW * 100.0

@@ -21,7 +21,7 @@
 //!   (pricing the deepest depth of each occupancy level); the launch-order group that moves the
 //!   fewest DRAM bytes given what the L2 holds, and none when A and B fit in the L2 or there is one
 //!   tile row; split-K only when the tiles cannot fill twice the SMs. Structures in the
-//!   ranking's diversity window also get their next shallower depth ([`DEPTH_VARIANTS`]).
+//!   ranking's diversity window also get a shallower depth ([`DEPTH_VARIANTS`]).
 //! - **Duplicates and dominated points.** One warp layout per tile and warp count; mma.sync is not
 //!   priced where wgmma can run the tile; deeper pipelines at equal occupancy, and groups that move
 //!   no fewer bytes, are not priced separately.
@@ -223,11 +223,25 @@ fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> 
 /// beside the depth the model prefers.
 ///
 /// The model prices depths that cost no occupancy alike (the deeper one wins its ties), yet
-/// they measure a few percent apart: on the stored H100 sweeps the fastest of a large GEMM's
-/// tile was often one stage shallower than the model's pick. One variant per structure lets a
-/// top-k hedge that error; the ranking gives a variant only a slot the window's structurally
-/// different candidates leave (`rank::select`).
+/// they measure apart: on the stored H100 sweeps the fastest of a large GEMM's tile was often
+/// one stage shallower than the model's pick, and on the H200 a deep cuda-sm90 ring's fastest
+/// depth was about three quarters of the deepest ([`variant_depth`]). One variant per structure
+/// lets a top-k hedge that error; the ranking weighs it against the window's other candidates
+/// by its similarity to its structure (`rank::select`).
 pub const DEPTH_VARIANTS: u32 = 1;
+
+/// The depth of a structure's variant when the model prefers `stages`: three quarters as deep
+/// (rounded), and at least one stage shallower, but no shallower than `shallowest`. Measured on
+/// the H200 (`benches/sm90/config_variants.py`, docs/RESULTS.md, "Depths the model prices
+/// alike"): rings of 10-12 stages of swapped 64-row tiles ran fastest at 8 (2-11% faster, 6 of
+/// 6 shapes), rings of 5 of larger tiles at 4 (3-12%, 6 of 8), while one stage shallower than
+/// the deepest measured level with it. For the depths up to 6 that most tiles fit, this is one
+/// stage shallower, as before.
+pub fn variant_depth(stages: u32, shallowest: u32) -> Option<u32> {
+    let three_quarters = (3 * stages + 2) / 4;
+    let depth = three_quarters.min(stages.checked_sub(1)?);
+    (depth >= shallowest).then_some(depth)
+}
 
 /// The slowest time within the diversity `window` of the fastest of `candidates`.
 fn window_limit(candidates: &[Candidate], window: f64) -> f64 {
@@ -263,8 +277,8 @@ fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
     for c in candidates.iter().filter(|c| c.time_us <= limit) {
         // A structure's terms do not depend on its depth.
         let terms = pricer.terms(&c.tile);
-        for stages in (shallowest..c.tile.stages)
-            .rev()
+        for stages in variant_depth(c.tile.stages, shallowest)
+            .into_iter()
             .take(DEPTH_VARIANTS as usize)
         {
             let tile = TileConfig { stages, ..c.tile };
@@ -657,5 +671,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn variants_sit_three_quarters_as_deep_and_at_least_one_stage_shallower() {
+        // The shallow rings most tiles fit: one stage shallower, as before.
+        for (stages, variant) in [(3, 2), (4, 3), (5, 4), (6, 5)] {
+            assert_eq!(variant_depth(stages, 2), Some(variant), "{stages}");
+        }
+        // Deep rings: three quarters (rounded), where the H200 ran them fastest.
+        assert_eq!(variant_depth(8, 2), Some(6));
+        assert_eq!(variant_depth(11, 2), Some(8));
+        assert_eq!(variant_depth(12, 2), Some(9));
+        assert_eq!(variant_depth(16, 2), Some(12));
+        // Never below the family's shallowest depth, and none for a structure already there.
+        assert_eq!(variant_depth(3, 3), None);
+        assert_eq!(variant_depth(2, 2), None);
+        assert_eq!(variant_depth(1, 1), None);
+        assert_eq!(variant_depth(0, 0), None);
     }
 }

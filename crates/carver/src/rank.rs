@@ -197,10 +197,9 @@ impl PickBound {
 
 /// Picks `topk` candidates: the fastest first, then, from those within the pick limit (`window`
 /// behind the fastest at most: [`diversity_window`]), the one
-/// with the lowest time penalized by its similarity to the closest pick so far; once none is
-/// left there, the depth variants there (see [`Candidate::depth_variant`]), then the fastest of
-/// the rest. Every tie goes to the faster candidate, then to the
-/// smaller [`key`].
+/// with the lowest time penalized by its similarity to the closest pick so far (depth variants,
+/// see [`Candidate::depth_variant`], and register hedges among them); once none is left there,
+/// the fastest of the rest. Every tie goes to the faster candidate, then to the smaller [`key`].
 ///
 /// The candidates must have distinct keys (the policy prices each configuration once). Nothing
 /// is sorted: the picks need only the fastest candidates and the window's minima.
@@ -216,36 +215,49 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
             .then_with(|| key(&all[a]).cmp(&key(&all[b])))
     };
     // The policy's depth variants (a shallower depth of a structure it also priced deeper)
-    // are left out of the window's bounds and of the structural picks: they fill the slots
-    // the window's structures leave, before anything past the window.
-    // (Variants without any structure, which the policy never hands over, rank as structures.)
-    let any_structure = all.iter().any(|c| !c.depth_variant);
-    let apart = |i: usize| any_structure && all[i].depth_variant;
-    // Register hedges (priced at an occupancy the estimate does not promise) compete in the
-    // window like structures, but neither set its bounds nor take the first pick, nor fill
-    // slots past it. (Hedges alone, which the policy never hands over, rank as structures.)
+    // and register hedges (priced at an occupancy the estimate does not promise) compete in
+    // the window like structures, each weighed by its similarity to the picks (a variant
+    // shares all but its depth with its structure), but neither set the window's bounds nor
+    // take the first pick, nor fill slots past the window. (Either alone, which the policy
+    // never hands over, ranks as structures.)
     let any_estimated = all
         .iter()
         .any(|c| !c.depth_variant && c.hedged_registers.is_none());
-    let hedge = |i: usize| any_estimated && all[i].hedged_registers.is_some();
-    let structural: Vec<usize> = (0..all.len()).filter(|&i| !apart(i)).collect();
-    let estimated: Vec<usize> = structural.iter().copied().filter(|&i| !hedge(i)).collect();
+    let hedge =
+        |i: usize| any_estimated && (all[i].hedged_registers.is_some() || all[i].depth_variant);
+    let estimated: Vec<usize> = (0..all.len()).filter(|&i| !hedge(i)).collect();
     let k = topk.min(estimated.len());
     let mut scratch: Vec<u64> = estimated.iter().map(|&i| bits[i]).collect();
     let (faster, &mut kth_bits, _) = scratch.select_nth_unstable(k - 1);
     let best = from_ordered_bits(faster.iter().copied().fold(kth_bits, u64::min));
     let limit = ordered_bits(window_limit(best, from_ordered_bits(kth_bits), window));
 
-    let window: Vec<usize> = structural
-        .iter()
-        .copied()
-        .filter(|&i| bits[i] <= limit)
-        .collect();
+    let window: Vec<usize> = (0..all.len()).filter(|&i| bits[i] <= limit).collect();
     let first_slot = (0..window.len())
         .filter(|&slot| !hedge(window[slot]))
         .min_by(|&a, &b| before(window[a], window[b]))
         .expect("the fastest candidate is within the limit");
     let signatures: Vec<[u16; 8]> = window.iter().map(|&i| signature(&all[i])).collect();
+    // A depth variant waits for its structure (the same tile at the depth the policy prefers):
+    // it hedges that pick, so it never ranks above it.
+    let structure_slot: Vec<Option<usize>> = window
+        .iter()
+        .map(|&i| {
+            let v = &all[i];
+            if !hedge(i) || !v.depth_variant {
+                return None;
+            }
+            (0..window.len()).find(|&slot| {
+                let o = &all[window[slot]];
+                !hedge(window[slot])
+                    && o.tile.stages > v.tile.stages
+                    && TileConfig {
+                        stages: v.tile.stages,
+                        ..o.tile
+                    } == v.tile
+            })
+        })
+        .collect();
     let factors: [f64; SIMILAR + 1] = std::array::from_fn(|n| penalty(n as u8));
     let mut picked: Vec<usize> = vec![window[first_slot]];
     // Window slots of the picks from the window, for their signatures.
@@ -259,19 +271,15 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
             closest: 0,
         })
         .collect();
-    // Then the variants within the limit, fastest first; past the window only the fastest
-    // structures are taken, in order; they are among the k fastest.
-    let mut variants: Vec<usize> = (0..all.len())
-        .filter(|&i| apart(i) && bits[i] <= limit)
-        .collect();
-    variants.sort_unstable_by(|&a, &b| before(a, b));
+    // Past the window only the fastest structures are taken, in order; they are among the k
+    // fastest.
     let mut beyond: Vec<usize> = estimated
         .iter()
         .copied()
         .filter(|&i| bits[i] > limit && bits[i] <= kth_bits)
         .collect();
     beyond.sort_unstable_by(|&a, &b| before(a, b));
-    let mut rest = variants.into_iter().chain(beyond);
+    let mut rest = beyond.into_iter();
     while picked.len() < topk {
         if open.is_empty() {
             match rest.next() {
@@ -289,13 +297,23 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
             if winner.is_some_and(|(_, score, _)| o.time > score) {
                 continue;
             }
+            if structure_slot[o.slot].is_some_and(|slot| !picked_slots.contains(&slot)) {
+                continue;
+            }
             for &pick in &picked_slots[o.seen..] {
                 o.closest = o
                     .closest
                     .max(shared_parameters(&signatures[pick], &signatures[o.slot]));
             }
             o.seen = picked_slots.len();
-            let score = o.time * factors[usize::from(o.closest)];
+            // A depth variant is as close to its structure as a twin that shares every
+            // structural parameter: the model cannot tell the two depths apart either.
+            let closest = if structure_slot[o.slot].is_some() {
+                SIMILAR
+            } else {
+                usize::from(o.closest)
+            };
+            let score = o.time * factors[closest];
             let wins = winner.is_none_or(|(_, best, slot)| {
                 score
                     .total_cmp(&best)
@@ -306,7 +324,12 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
                 winner = Some((at, score, o.slot));
             }
         }
-        let (at, _, _) = winner.expect("open is not empty");
+        // (Only variants whose structure is not in the window could be left: they are not
+        // picked.)
+        let Some((at, _, _)) = winner else {
+            open.clear();
+            continue;
+        };
         let new = open.swap_remove(at).slot;
         picked.push(window[new]);
         picked_slots.push(new);
@@ -390,30 +413,66 @@ mod tests {
         }
     }
 
-    /// Depth variants come after every structure in the window, fastest first, and before
-    /// anything past the window; they move none of the structural picks or the window itself.
+    /// Depth variants compete in the window like structures, weighed as twins of their
+    /// structure (every structural parameter shared), after it; they neither take the first
+    /// pick nor set the window, nor fill slots past it.
     #[test]
-    fn depth_variants_fill_after_the_windows_structures() {
+    fn depth_variants_compete_in_the_window_by_similarity() {
         let a = candidate(128, 256, 6, 100.0, false);
-        let a_shallower = candidate(128, 256, 5, 100.1, true);
+        let a_shallower = candidate(128, 256, 4, 100.0, true);
         let b = candidate(256, 128, 6, 105.0, false);
-        let b_shallower = candidate(256, 128, 5, 106.0, true);
         let far = candidate(128, 128, 6, 150.0, false);
-        let all = [far, b_shallower, a_shallower, b, a];
-        let times = |picks: Vec<Candidate>| picks.iter().map(|c| c.time_us).collect::<Vec<_>>();
+        let times = |picks: Vec<Candidate>| {
+            picks
+                .iter()
+                .map(|c| (c.time_us, c.tile.stages))
+                .collect::<Vec<_>>()
+        };
+        // b shares block K, warps, depth, split and group with a (5 of 7): 105 x (1 + 0.15 x
+        // 5/7) = 116.25; a's variant counts as a twin: 100 x 1.15 = 115, so it comes before b.
         assert_eq!(
-            times(select(&all, 5, DIVERSITY_WINDOW)),
-            [100.0, 105.0, 100.1, 106.0, 150.0]
+            times(select(&[far, b, a_shallower, a], 4, DIVERSITY_WINDOW)),
+            [(100.0, 6), (100.0, 4), (105.0, 6), (150.0, 6)]
         );
-        // Without the variants the structures rank as before.
+        // A structure within 115 / 1.107 of it comes first.
+        let c = candidate(256, 128, 6, 103.0, false);
         assert_eq!(
-            times(select(&[far, b, a], 3, DIVERSITY_WINDOW)),
-            [100.0, 105.0, 150.0]
+            times(select(&[c, a_shallower, a], 3, DIVERSITY_WINDOW)),
+            [(100.0, 6), (103.0, 6), (100.0, 4)]
+        );
+        // A twin differing only outside the similarity signature (persistence) shares all 7
+        // too: 100 x 1.15 = 115, a tie that the smaller depth breaks.
+        let a_persistent = Candidate {
+            tile: TileConfig {
+                persistent: true,
+                ..a.tile
+            },
+            ..a
+        };
+        assert_eq!(
+            times(select(&[a_persistent, a_shallower, a], 3, DIVERSITY_WINDOW)),
+            [(100.0, 6), (100.0, 4), (100.0, 6)]
+        );
+        // A variant is never the first pick, even when predicted faster than its structure.
+        let quick_variant = candidate(128, 256, 4, 90.0, true);
+        assert_eq!(
+            times(select(&[quick_variant, a], 2, DIVERSITY_WINDOW)),
+            [(100.0, 6), (90.0, 4)]
+        );
+        // Past the window nothing but the fastest structures: a far variant is not picked.
+        let far_variant = candidate(128, 128, 4, 150.0, true);
+        assert_eq!(
+            times(select(&[far_variant, far, a], 3, DIVERSITY_WINDOW)),
+            [(100.0, 6), (150.0, 6)]
         );
         // Variants alone (no policy hands those over) still get a ranking.
         assert_eq!(
-            times(select(&[b_shallower, a_shallower], 2, DIVERSITY_WINDOW)),
-            [100.1, 106.0]
+            times(select(
+                &[a_shallower, candidate(256, 128, 5, 106.0, true)],
+                2,
+                DIVERSITY_WINDOW
+            )),
+            [(100.0, 4), (106.0, 5)]
         );
     }
 
