@@ -216,16 +216,16 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
     };
     // The policy's depth variants (a shallower depth of a structure it also priced deeper)
     // and register hedges (priced at an occupancy the estimate does not promise) compete in
-    // the window like structures, each weighed by its similarity to the picks (a variant
-    // shares all but its depth with its structure), but neither set the window's bounds nor
-    // take the first pick, nor fill slots past the window. (Either alone, which the policy
-    // never hands over, ranks as structures.)
+    // the window like structures, each weighed by its similarity to the picks (a variant as a
+    // twin of its structure, below), but neither set the window's bounds nor take the first
+    // pick, nor fill slots past the window. (Either alone, which the policy never hands over,
+    // ranks as structures.)
     let any_estimated = all
         .iter()
         .any(|c| !c.depth_variant && c.hedged_registers.is_none());
-    let hedge =
+    let hedge_or_variant =
         |i: usize| any_estimated && (all[i].hedged_registers.is_some() || all[i].depth_variant);
-    let estimated: Vec<usize> = (0..all.len()).filter(|&i| !hedge(i)).collect();
+    let estimated: Vec<usize> = (0..all.len()).filter(|&i| !hedge_or_variant(i)).collect();
     let k = topk.min(estimated.len());
     let mut scratch: Vec<u64> = estimated.iter().map(|&i| bits[i]).collect();
     let (faster, &mut kth_bits, _) = scratch.select_nth_unstable(k - 1);
@@ -234,7 +234,7 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
 
     let window: Vec<usize> = (0..all.len()).filter(|&i| bits[i] <= limit).collect();
     let first_slot = (0..window.len())
-        .filter(|&slot| !hedge(window[slot]))
+        .filter(|&slot| !hedge_or_variant(window[slot]))
         .min_by(|&a, &b| before(window[a], window[b]))
         .expect("the fastest candidate is within the limit");
     let signatures: Vec<[u16; 8]> = window.iter().map(|&i| signature(&all[i])).collect();
@@ -244,12 +244,12 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
         .iter()
         .map(|&i| {
             let v = &all[i];
-            if !hedge(i) || !v.depth_variant {
+            if !hedge_or_variant(i) || !v.depth_variant {
                 return None;
             }
             (0..window.len()).find(|&slot| {
                 let o = &all[window[slot]];
-                !hedge(window[slot])
+                !hedge_or_variant(window[slot])
                     && o.tile.stages > v.tile.stages
                     && TileConfig {
                         stages: v.tile.stages,
