@@ -2,10 +2,10 @@
 """Paired timings of one cuda-sm90 configuration and its variants in one parameter.
 
 For every shape of stored `carver tune --format json` results (M between --min-m and --max-m),
-the stored winner is timed with `carver bench --config` as it is (but with no cluster), then
-with each variant of --variants, `FIELD=VALUE` pairs of cuda-sm90's own terms (`stages=8`:
-an 8-deep ring; `cluster_m=2`: two CTAs along M sharing B's tile), in a rotating order so that
-drift does not favour one; cuBLAS is timed in each call. Shapes are taken worst (against
+the stored winner is timed with `carver bench --config` as it is but with no cluster (the
+base), then with each variant of --variants, `FIELD=VALUE` pairs of cuda-sm90's own terms
+(`stages=8`: an 8-deep ring; `cluster_m=2`: two CTAs along M sharing B's tile), in a rotating
+order so that drift does not favour one; cuBLAS is timed in each call. Shapes are taken worst (against
 cuBLAS) first, until --budget-s runs out. One JSON line per call in OUT, a table last.
 (`cluster_n` variants need the kernel of `4a3c167`, measured and reverted: docs/RESULTS.md,
 "clusters along N that share A".)
@@ -43,6 +43,40 @@ def shapes(paths, min_m, max_m):
     return sorted(out, key=lambda t: t[0])
 
 
+def parse_variants(text):
+    """`FIELD=VALUE,...` as [(label, field, value)]; a clear error for anything else."""
+    out = []
+    for item in text.split(","):
+        field, sep, value = item.strip().partition("=")
+        if not sep or not field or not value.isdigit():
+            raise SystemExit(f"error: variant `{item}`: expected FIELD=VALUE with a whole number "
+                             "value, e.g. stages=8 or cluster_m=2")
+        out.append((f"{field}={value}", field, int(value)))
+    return out
+
+
+def base_config(winner):
+    """The stored winner without a cluster: what every variant is compared with."""
+    base = dict(winner, cluster_m=1)
+    base.pop("cluster_n", None)
+    return base
+
+
+def variant_config(base, variant):
+    """`base` with one parameter changed (`variant` from `parse_variants`, or None: as it is)."""
+    config = dict(base)
+    if variant is not None:
+        _, field, value = variant
+        config[field] = value
+    return config
+
+
+def rotated(items, i):
+    """`items` starting at position `i` (modulo), so that no variant always runs first."""
+    i %= len(items)
+    return items[i:] + items[:i]
+
+
 def bench(binary, cache, shape, layout, dtype, config):
     cmd = [
         binary, "--cache-dir", cache, "bench",
@@ -56,7 +90,11 @@ def bench(binary, cache, shape, layout, dtype, config):
     return json.loads(p.stdout)
 
 
-def main():
+def geomean(xs):
+    return math.exp(sum(map(math.log, xs)) / len(xs))
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", required=True)
     ap.add_argument("--out", required=True)
@@ -65,8 +103,10 @@ def main():
     ap.add_argument("--variants", default="cluster_m=2")
     ap.add_argument("--budget-s", type=float, default=240)
     ap.add_argument("results", nargs="+")
-    a = ap.parse_args()
-    sizes = ["none"] + a.variants.split(",")
+    a = ap.parse_args(argv)
+    variants = parse_variants(a.variants)
+    runs = [None] + variants
+    labels = ["base"] + [v[0] for v in variants]
     start = time.time()
     rows = []
     cache = tempfile.mkdtemp()
@@ -75,48 +115,43 @@ def main():
             if time.time() - start > a.budget_s:
                 print(f"budget spent after {i} shapes", file=sys.stderr)
                 break
-            base = dict(winner, cluster_m=1)
-            base.pop("cluster_n", None)
-            order = sizes[i % len(sizes):] + sizes[: i % len(sizes)]
+            base = base_config(winner)
             times = {}
-            for cn in order:
-                config = dict(base)
-                if cn != "none":
-                    field, value = cn.split("=")
-                    config[field] = int(value)
+            for variant in rotated(runs, i):
+                label = "base" if variant is None else variant[0]
+                config = variant_config(base, variant)
                 rep = bench(a.bin, cache, shape, layout, dtype or "bf16", config)
-                out.write(json.dumps({"shape": shape, "cluster_n": cn, "config": config,
+                out.write(json.dumps({"shape": shape, "variant": label, "config": config,
                                       "stored_speedup": speedup, "report": rep}) + "\n")
                 out.flush()
                 if rep.get("measured_time_us"):
-                    times[cn] = (rep["measured_time_us"], rep["cublas_time_us"])
+                    times[label] = (rep["measured_time_us"], rep["cublas_time_us"])
                 else:
-                    times[cn] = None
                     why = rep.get("error") or rep.get("failure")
-                    print(f"{shape['name']} {cn}: {str(why)[:200]}", file=sys.stderr)
+                    print(f"{shape['name']} {label}: {str(why)[:200]}", file=sys.stderr)
             rows.append((shape, winner, times))
-    print(f"{'shape':28} {'M':>5} {'tile':>10} swap  " + "  ".join(f"{c:>12}" for c in sizes)
-          + "  cuBLAS  " + "  ".join(f"{'speedup ' + c.split('=')[0][-1] + c.split('=')[1]:>12}" for c in sizes[1:]))
-    ratios = {c: [] for c in sizes[1:]}
+    print(f"{'shape':28} {'M':>5} {'tile':>10} swap  " + "  ".join(f"{c:>12}" for c in labels)
+          + "  cuBLAS  " + "  ".join(f"{'base/' + c:>16}" for c in labels[1:]))
+    ratios = {c: [] for c in labels[1:]}
     for shape, w, t in rows:
-        if not t.get("none"):
+        if "base" not in t:
             continue
         line = f"{shape['name'][:28]:28} {shape['m']:5} {w['block_m']:>4}x{w['block_n']:<5} {'y' if w.get('swap_ab') else 'n':>4}  "
-        line += "  ".join(f"{t[c][0]:12.1f}" if t.get(c) else f"{'n/a':>12}" for c in sizes)
-        line += f"  {t['none'][1]:6.1f}  "
-        for c in sizes[1:]:
-            if t.get(c):
-                r = t["none"][0] / t[c][0]
+        line += "  ".join(f"{t[c][0]:12.1f}" if c in t else f"{'n/a':>12}" for c in labels)
+        line += f"  {t['base'][1]:6.1f}  "
+        for c in labels[1:]:
+            if c in t:
+                r = t["base"][0] / t[c][0]
                 ratios[c].append(r)
-                line += f"{r:12.3f}  "
+                line += f"{r:16.3f}  "
             else:
-                line += f"{'n/a':>12}  "
+                line += f"{'n/a':>16}  "
         print(line)
     for c, rs in ratios.items():
         if rs:
-            g = math.exp(sum(map(math.log, rs)) / len(rs))
-            print(f"{c}: geomean t(no cluster)/t({c}) {g:.3f} over {len(rs)}, "
+            print(f"{c}: geomean t(base)/t({c}) {geomean(rs):.3f} over {len(rs)}, "
                   f"min {min(rs):.3f}, max {max(rs):.3f}, faster in {sum(r > 1.01 for r in rs)}")
+    return rows
 
 
 if __name__ == "__main__":
