@@ -21,7 +21,7 @@
 //!   (pricing the deepest depth of each occupancy level); the launch-order group that moves the
 //!   fewest DRAM bytes given what the L2 holds, and none when A and B fit in the L2 or there is one
 //!   tile row; split-K only when the tiles cannot fill twice the SMs. Structures in the
-//!   ranking's diversity window also get a shallower depth ([`DEPTH_VARIANTS`]).
+//!   ranking's diversity window also get a shallower depth ([`variant_depth`]).
 //! - **Duplicates and dominated points.** One warp layout per tile and warp count; mma.sync is not
 //!   priced where wgmma can run the tile; deeper pipelines at equal occupancy, and groups that move
 //!   no fewer bytes, are not priced separately.
@@ -219,24 +219,18 @@ fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> 
     out
 }
 
-/// Shallower pipeline depths the ranking may pick for each structure in its diversity window,
-/// beside the depth the model prefers.
+/// The depth of the one shallower variant the ranking may pick for a structure in its diversity
+/// window when the model prefers `stages`: three quarters as deep (rounded), and at least one
+/// stage shallower, but no shallower than `shallowest`.
 ///
 /// The model prices depths that cost no occupancy alike (the deeper one wins its ties), yet
 /// they measure apart: on the stored H100 sweeps the fastest of a large GEMM's tile was often
-/// one stage shallower than the model's pick, and on the H200 a deep cuda-sm90 ring's fastest
-/// depth was about three quarters of the deepest ([`variant_depth`]). One variant per structure
-/// lets a top-k hedge that error; the ranking weighs it against the window's other candidates
-/// by its similarity to its structure (`rank::select`).
-pub const DEPTH_VARIANTS: u32 = 1;
-
-/// The depth of a structure's variant when the model prefers `stages`: three quarters as deep
-/// (rounded), and at least one stage shallower, but no shallower than `shallowest`. Measured on
-/// the H200 (`benches/sm90/config_variants.py`, docs/RESULTS.md, "Depths the model prices
-/// alike"): rings of 10-12 stages of swapped 64-row tiles ran fastest at 8 (2-11% faster, 6 of
-/// 6 shapes), rings of 5 of larger tiles at 4 (3-12%, 6 of 8), while one stage shallower than
-/// the deepest measured level with it. For the depths up to 6 that most tiles fit, this is one
-/// stage shallower, as before.
+/// one stage shallower than the model's pick, and on the H200 (`benches/sm90/config_variants.py`,
+/// docs/RESULTS.md, "Depths the model prices alike") rings of 10-12 stages of swapped 64-row
+/// tiles ran fastest at 8 (2-11% faster, 6 of 6 shapes), rings of 5 of larger tiles at 4
+/// (3-12%, 6 of 8), while one stage shallower than the deepest measured level with it. For the
+/// depths up to 6 that most tiles fit, this is one stage shallower, as before. The variant lets
+/// a top-k hedge that error; the ranking weighs it as a twin of its structure (`rank::select`).
 pub fn variant_depth(stages: u32, shallowest: u32) -> Option<u32> {
     let three_quarters = (3 * stages + 2) / 4;
     let depth = three_quarters.min(stages.checked_sub(1)?);
@@ -263,7 +257,8 @@ impl Search<'_> {
     }
 }
 
-/// [`DEPTH_VARIANTS`] of each candidate within the diversity window of the fastest, priced.
+/// The depth variant ([`variant_depth`]) of each candidate within the diversity window of the
+/// fastest, priced.
 fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
     let Search {
         pricer,
@@ -275,25 +270,23 @@ fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
     let (limit, shallowest) = search.variant_bounds(candidates);
     let mut out = Vec::new();
     for c in candidates.iter().filter(|c| c.time_us <= limit) {
+        let Some(stages) = variant_depth(c.tile.stages, shallowest) else {
+            continue;
+        };
+        let tile = TileConfig { stages, ..c.tile };
+        let Ok(res) = check_config(family, &tile, p, arch) else {
+            continue;
+        };
         // A structure's terms do not depend on its depth.
         let terms = pricer.terms(&c.tile);
-        for stages in variant_depth(c.tile.stages, shallowest)
-            .into_iter()
-            .take(DEPTH_VARIANTS as usize)
-        {
-            let tile = TileConfig { stages, ..c.tile };
-            let Ok(res) = check_config(family, &tile, p, arch) else {
-                continue;
-            };
-            if let Some(time) = pricer.time_with(&terms, &tile, blocks_per_sm(&tile, res, arch)) {
-                out.push(Candidate {
-                    tile,
-                    res,
-                    time_us: time * 1e6,
-                    depth_variant: true,
-                    hedged_registers: None,
-                });
-            }
+        if let Some(time) = pricer.time_with(&terms, &tile, blocks_per_sm(&tile, res, arch)) {
+            out.push(Candidate {
+                tile,
+                res,
+                time_us: time * 1e6,
+                depth_variant: true,
+                hedged_registers: None,
+            });
         }
     }
     out

@@ -23,7 +23,7 @@ pub struct Candidate {
     pub res: Resources,
     pub time_us: f64,
     /// A shallower pipeline depth the policy added for a structure it also offers at the depth
-    /// the model prefers (`policy::DEPTH_VARIANTS`).
+    /// the model prefers (`policy::variant_depth`).
     pub depth_variant: bool,
     /// A hedge on the family's register estimate (`policy::register_hedges`): the registers per
     /// thread its time assumes, fewer than `res` estimates but within the estimate's measured
@@ -244,7 +244,7 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
         .iter()
         .map(|&i| {
             let v = &all[i];
-            if !hedge_or_variant(i) || !v.depth_variant {
+            if !(any_estimated && v.depth_variant) {
                 return None;
             }
             (0..window.len()).find(|&slot| {
