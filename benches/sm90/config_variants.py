@@ -5,7 +5,9 @@ For every shape of stored `carver tune --format json` results (M between --min-m
 the stored winner is timed with `carver bench --config` as it is but with no cluster (the
 base), then with each variant of --variants, `FIELD=VALUE` pairs of cuda-sm90's own terms
 (`stages=8`: an 8-deep ring; `cluster_m=2`: two CTAs along M sharing B's tile), in a rotating
-order so that drift does not favour one; cuBLAS is timed in each call. Shapes are taken worst (against
+order so that drift does not favour one; cuBLAS is timed in each call. A variant
+`bin:LABEL=PATH` times the same configuration with another carver binary (a kernel change,
+compared with `--as-stored` so that the base keeps its cluster). Shapes are taken worst (against
 cuBLAS) first, until --budget-s runs out. One JSON line per call in OUT, a table last.
 (`cluster_n` variants need the kernel of `4a3c167`, measured and reverted: docs/RESULTS.md,
 "clusters along N that share A".)
@@ -30,7 +32,12 @@ def load(path):
         return json.load(f)
 
 
-def shapes(paths, min_m, max_m):
+def tile_rows(shape, winner):
+    """How many tiles the winner's grid has along M (ceil(M / block_m))."""
+    return -(-shape["m"] // winner["block_m"])
+
+
+def shapes(paths, min_m, max_m, max_tile_rows=None):
     seen, out = set(), []
     for path in paths:
         for r in load(path)["results"]:
@@ -38,34 +45,46 @@ def shapes(paths, min_m, max_m):
             key = (s["m"], s["n"], s["k"], s.get("batch", 1))
             if not w or not min_m <= s["m"] <= max_m or key in seen or s.get("batch", 1) != 1:
                 continue
+            if max_tile_rows is not None and tile_rows(s, w) > max_tile_rows:
+                continue
             seen.add(key)
             out.append((r["speedup_vs_cublas"], s, r.get("layout", "rr"), r.get("dtype"), w))
     return sorted(out, key=lambda t: t[0])
 
 
 def parse_variants(text):
-    """`FIELD=VALUE,...` as [(label, field, value)]; a clear error for anything else."""
+    """`FIELD=VALUE,...` as [(label, field, value)], where `bin:LABEL=PATH` is the same
+    configuration timed with another carver binary (field "bin", value the path); a clear error
+    for anything else."""
     out = []
     for item in text.split(","):
         field, sep, value = item.strip().partition("=")
+        if field.startswith("bin:") and sep and value and len(field) > 4:
+            out.append((field[4:], "bin", value))
+            continue
         if not sep or not field or not value.isdigit():
             raise SystemExit(f"error: variant `{item}`: expected FIELD=VALUE with a whole number "
-                             "value, e.g. stages=8 or cluster_m=2")
+                             "value, e.g. stages=8 or cluster_m=2, or bin:LABEL=PATH (another "
+                             "carver binary)")
         out.append((f"{field}={value}", field, int(value)))
     return out
 
 
-def base_config(winner):
-    """The stored winner without a cluster: what every variant is compared with."""
+def base_config(winner, as_stored=False):
+    """What every variant is compared with: the stored winner without a cluster, or as it was
+    stored (`as_stored`: binary comparisons, where the configuration does not change)."""
+    if as_stored:
+        return dict(winner)
     base = dict(winner, cluster_m=1)
     base.pop("cluster_n", None)
     return base
 
 
 def variant_config(base, variant):
-    """`base` with one parameter changed (`variant` from `parse_variants`, or None: as it is)."""
+    """`base` with one parameter changed (`variant` from `parse_variants`, or None: as it is;
+    a binary variant leaves it as it is)."""
     config = dict(base)
-    if variant is not None:
+    if variant is not None and variant[1] != "bin":
         _, field, value = variant
         config[field] = value
     return config
@@ -102,6 +121,10 @@ def main(argv=None):
     ap.add_argument("--min-m", type=int, default=1)
     ap.add_argument("--variants", default="cluster_m=2")
     ap.add_argument("--budget-s", type=float, default=240)
+    ap.add_argument("--max-tile-rows", type=int, default=None,
+                    help="only winners with at most this many tiles along M")
+    ap.add_argument("--as-stored", action="store_true",
+                    help="time the stored winner as it is (with its cluster) as the base")
     ap.add_argument("results", nargs="+")
     a = ap.parse_args(argv)
     variants = parse_variants(a.variants)
@@ -109,18 +132,20 @@ def main(argv=None):
     labels = ["base"] + [v[0] for v in variants]
     start = time.time()
     rows = []
-    cache = tempfile.mkdtemp()
+    # One kernel cache per binary: their kernels differ under the same configuration.
+    caches = {label: tempfile.mkdtemp() for label in labels}
     with open(a.out, "w") as out:
-        for i, (speedup, shape, layout, dtype, winner) in enumerate(shapes(a.results, a.min_m, a.max_m)):
+        for i, (speedup, shape, layout, dtype, winner) in enumerate(shapes(a.results, a.min_m, a.max_m, a.max_tile_rows)):
             if time.time() - start > a.budget_s:
                 print(f"budget spent after {i} shapes", file=sys.stderr)
                 break
-            base = base_config(winner)
+            base = base_config(winner, a.as_stored)
             times = {}
             for variant in rotated(runs, i):
                 label = "base" if variant is None else variant[0]
                 config = variant_config(base, variant)
-                rep = bench(a.bin, cache, shape, layout, dtype or "bf16", config)
+                binary = variant[2] if variant is not None and variant[1] == "bin" else a.bin
+                rep = bench(binary, caches[label], shape, layout, dtype or "bf16", config)
                 out.write(json.dumps({"shape": shape, "variant": label, "config": config,
                                       "stored_speedup": speedup, "report": rep}) + "\n")
                 out.flush()

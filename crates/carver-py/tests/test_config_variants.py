@@ -97,3 +97,47 @@ def test_a_run_times_every_variant_of_every_shape_and_tabulates_them(tmp_path, c
     printed = capsys.readouterr()
     assert "mid stages=4: too shallow" in printed.err
     assert "stages=8: geomean t(base)/t(stages=8) 1.194 over 2" in printed.out
+
+
+def test_a_binary_variant_parses_to_its_label_and_path():
+    assert cv.parse_variants("bin:wait=/x/carver,stages=8") == [("wait", "bin", "/x/carver"),
+                                                                ("stages=8", "stages", 8)]
+    for bad in ["bin:=/x/carver", "bin:wait=", "bin:wait"]:
+        with pytest.raises(SystemExit, match="bin:LABEL=PATH"):
+            cv.parse_variants(bad)
+
+
+def test_a_binary_variant_times_the_stored_winner_unchanged_with_that_binary(tmp_path, capsys):
+    # Two stand-ins that differ only in speed; each records the cache it was given.
+    def stand_in(name, time_us):
+        path = tmp_path / name
+        path.write_text(
+            f"#!{sys.executable}\n"
+            "import json, sys\n"
+            f"open({str(tmp_path / (name + '.caches'))!r}, 'a').write("
+            "sys.argv[sys.argv.index('--cache-dir') + 1] + '\\n')\n"
+            f"print(json.dumps({{'measured_time_us': {time_us}, 'cublas_time_us': 10.0}}))\n")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+        return path
+
+    old, new = stand_in("old", 20.0), stand_in("new", 16.0)
+    runs = stored(tmp_path, [("mid", 96, 1, 0.8, winner(cluster_m=2))])
+    out = tmp_path / "pairs.jsonl"
+    cv.main(["--bin", str(old), "--out", str(out), "--as-stored", "--variants",
+             f"bin:new={new}", runs])
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["variant"] for line in lines] == ["base", "new"]
+    # The configuration is the stored one, cluster included, in both.
+    assert all(line["config"] == winner(cluster_m=2) for line in lines)
+    old_caches = (tmp_path / "old.caches").read_text().split()
+    new_caches = (tmp_path / "new.caches").read_text().split()
+    assert len(old_caches) == len(new_caches) == 1 and old_caches != new_caches
+    assert "new: geomean t(base)/t(new) 1.250 over 1" in capsys.readouterr().out
+
+
+def test_shapes_can_be_limited_to_winners_with_few_tile_rows(tmp_path):
+    runs = stored(tmp_path, [("one-row", 96, 1, 0.8, winner(block_m=96)),
+                             ("two-rows", 97, 1, 0.7, winner(block_m=96)),
+                             ("decode", 1, 1, 0.9, winner(block_m=8))])
+    assert [s["name"] for _, s, _, _, _ in cv.shapes([runs], 1, 512, 1)] == ["one-row", "decode"]
+    assert len(cv.shapes([runs], 1, 512)) == 3
