@@ -77,8 +77,13 @@ pub struct TuneArgs {
     )]
     pub topk: TopK,
     /// Try every legal configuration of the family instead of the top-k.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "reference")]
     pub exhaustive: bool,
+    /// Try the top-k and a reduced whole space to measure them against (every structure
+    /// without a cluster or persistence, at its deepest ring and that ring's depth variant,
+    /// about 900 configurations): model ranks 1 to k are the picks, the rest follow.
+    #[arg(long)]
+    pub reference: bool,
     /// A table for people, or versioned JSON for programs.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -220,6 +225,8 @@ pub fn run_tune(args: TuneArgs, globals: &Globals) -> anyhow::Result<ExitCode> {
         layouts: args.layout,
         candidates: if args.exhaustive {
             Candidates::Every
+        } else if args.reference {
+            Candidates::Reference(args.topk)
         } else {
             Candidates::Top(args.topk)
         },

@@ -92,6 +92,20 @@ fn bad_arguments_are_refused_before_any_gpu_work() {
             "accepted 1 to 1024",
         ),
         (&["bench", "--m", "64", "--n", "64"], "--k"),
+        (
+            &[
+                "tune",
+                "--m",
+                "64",
+                "--n",
+                "64",
+                "--k",
+                "64",
+                "--reference",
+                "--exhaustive",
+            ],
+            "cannot be used with",
+        ),
     ] {
         let out = carver(cache.path(), args).output().unwrap();
         let stderr = text(&out.stderr);

@@ -27,6 +27,9 @@ pub enum Candidates {
     Top(TopK),
     /// Every legal configuration, ranked by the model (to measure the ranking itself).
     Every,
+    /// The model's top-k, then a reduced whole space to measure them against where the whole
+    /// one is too large to time (`carver::reference_configs`).
+    Reference(TopK),
 }
 
 /// The program a tuning run starts for each worker process: one that serves [`serve_worker`]
@@ -289,6 +292,7 @@ mod live {
         let hints = match which {
             Candidates::Top(k) => carver::recommend_hints(tpl, arch, k)?,
             Candidates::Every => carver::rank_every_config(tpl, arch)?,
+            Candidates::Reference(k) => carver::reference_configs(tpl, arch, k)?,
         };
         let problem = gemm_problem(p);
         Ok(hints
@@ -424,9 +428,10 @@ mod live {
         let p = tpl.validate(arch)?;
         let key = tune_key(&s.device, &p);
         let mut result = empty_result(shape_spec(shape), request, None);
-        let exhaustive = request.candidates == Candidates::Every;
+        // A measurement of the ranking always measures.
+        let measures_ranking = !matches!(request.candidates, Candidates::Top(_));
         if !request.retune
-            && !exhaustive
+            && !measures_ranking
             && let Some(hit) = s.db.lookup_with(&key, lookup_options(request.bucket))?
         {
             let t = hit.winner_time_s();

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Where the model's picks land against the reduced whole space of `carver tune --reference`
+runs: per shape, the reference's best time over the time of the model's top-1 (model rank 1)
+and over the best of its top-k (ranks 1 to k), with the rank the reference's best had; then
+geomean and worst. The picks are part of the reference, so no ratio exceeds 1; the reference is
+a subset of the whole space, so each ratio is an upper bound on the ratio to the exhaustive best.
+
+    benches/sm90/reference_summary.py [--topk 8] RUN.json [...]
+"""
+
+import argparse
+import json
+import math
+
+
+def geomean(xs):
+    return math.exp(sum(map(math.log, xs)) / len(xs))
+
+
+def shape_rows(path, topk):
+    """(name, M, N, K, measured count, top-1 ratio, best-of-k ratio, rank of the best) of
+    every shape of one run that measured its top-1 and at least one other configuration."""
+    with open(path) as f:
+        report = json.load(f)
+    rows = []
+    for r in report["results"]:
+        timed = [(c["model_rank"], c["measured_time_us"]) for c in r.get("candidates") or []
+                 if c.get("measured_time_us")]
+        if not timed:
+            continue
+        best_rank, best = min(timed, key=lambda t: t[1])
+        top1 = [t for rank, t in timed if rank == 1]
+        picks = [t for rank, t in timed if rank <= topk]
+        if not top1 or len(timed) <= len(picks):
+            continue
+        s = r["shape"]
+        name = s.get("name") or f"{s['m']}x{s['n']}x{s['k']}"
+        rows.append((name, s["m"], s["n"], s["k"], len(timed), best / top1[0], best / min(picks),
+                     best_rank))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--topk", type=int, default=8)
+    ap.add_argument("runs", nargs="+")
+    a = ap.parse_args(argv)
+    rows = [row for path in a.runs for row in shape_rows(path, a.topk)]
+    if not rows:
+        raise SystemExit("error: no run holds a shape with its top-1 and a reference measured")
+    print(f"{'shape':26} {'M':>6} {'N':>6} {'K':>6} {'timed':>6} {'top-1':>6} "
+          f"{f'best-of-{a.topk}':>10} {'rank of best':>12}")
+    for name, m, n, k, count, top1, best_k, rank in rows:
+        print(f"{name[:26]:26} {m:6} {n:6} {k:6} {count:6} {top1:6.3f} {best_k:10.3f} {rank:12}")
+    top1s, bests = [r[5] for r in rows], [r[6] for r in rows]
+    print(f"top-1 geomean {geomean(top1s):.3f}, worst {min(top1s):.3f}; best-of-{a.topk} geomean "
+          f"{geomean(bests):.3f}, worst {min(bests):.3f}; over {len(rows)} shapes")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

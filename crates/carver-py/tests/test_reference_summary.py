@@ -1,0 +1,46 @@
+"""benches/sm90/reference_summary.py: where the model's picks land against a `carver tune
+--reference` run's reduced space."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+SPEC = importlib.util.spec_from_file_location(
+    "reference_summary", ROOT / "benches/sm90/reference_summary.py")
+rs = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(rs)
+
+
+def run(tmp_path, shapes):
+    results = [{"shape": {"name": name, "m": 1, "n": 4096, "k": 4096},
+                "candidates": [{"model_rank": rank, "measured_time_us": t} for rank, t in cands]}
+               for name, cands in shapes]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"results": results}))
+    return str(path)
+
+
+def test_ratios_are_the_reference_best_over_the_picks(tmp_path, capsys):
+    path = run(tmp_path, [
+        # Top-1 10 us, rank 2 8 us, the best of the rest (rank 9) 6 us; rank 3 failed.
+        ("a", [(1, 10.0), (2, 8.0), (3, None), (9, 6.0), (10, 7.0)]),
+        # The top-1 is the best.
+        ("b", [(1, 5.0), (2, 6.0), (9, 5.5)]),
+        # No reference beyond the picks: not a measurement, left out.
+        ("c", [(1, 5.0), (2, 6.0)]),
+        # Top-1 failed: left out.
+        ("d", [(2, 6.0), (9, 5.0)]),
+    ])
+    rows = rs.main(["--topk", "8", path])
+    assert [(r[0], r[4], r[7]) for r in rows] == [("a", 4, 9), ("b", 3, 1)]
+    assert rows[0][5] == pytest.approx(0.6) and rows[0][6] == pytest.approx(0.75)
+    assert rows[1][5] == rows[1][6] == 1.0
+    assert "over 2 shapes" in capsys.readouterr().out
+
+
+def test_runs_without_a_measurement_are_refused(tmp_path):
+    with pytest.raises(SystemExit, match="no run holds"):
+        rs.main([run(tmp_path, [("c", [(1, 5.0)])])])
