@@ -240,7 +240,7 @@ fn mma_efficiency(
 /// Structures the policy bounds together: one block size pair, split-K factor and persistence,
 /// with any of the family's warp layouts, `block_k` up to `longest_block_k`, cluster, depth and
 /// launch order.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TileGroup {
     pub block_m: u32,
     pub block_n: u32,
@@ -253,6 +253,17 @@ pub struct TileGroup {
     /// The smallest share of a block's threads that are compute warps, among its layouts (the
     /// compute warps issue element-wise staging).
     pub least_compute_share: f64,
+}
+
+impl TileGroup {
+    /// Whether `other` differs from this group at most in persistence, which
+    /// [`Pricer::group_lower_bound`] does not read: their bounds are equal.
+    pub fn same_but_persistence(&self, other: &TileGroup) -> bool {
+        TileGroup {
+            persistent: other.persistent,
+            ..*self
+        } == *other
+    }
 }
 
 /// What a lower bound needs of a structure, or the least of each over a group of them.

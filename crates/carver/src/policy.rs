@@ -344,8 +344,15 @@ impl Search<'_> {
         // the numbers do.
         let key = |bound: f64| (bound * 1e6).to_bits();
         let mut queue = Vec::with_capacity(groups.len() * (1 + bks.len()));
+        // A group's bound does not depend on persistence, the innermost loop of `groups`: the
+        // persistent twin of a group takes the bound just computed.
+        let mut last: Option<(&TileGroup, f64)> = None;
         queue.extend(groups.iter().enumerate().map(|(i, (_, g))| {
-            let bound = self.pricer.group_lower_bound(g);
+            let bound = match last {
+                Some((prev, bound)) if prev.same_but_persistence(g) => bound,
+                _ => self.pricer.group_lower_bound(g),
+            };
+            last = Some((g, bound));
             Reverse((key(bound), Node::Group(i as u32)))
         }));
         let mut queue = BinaryHeap::from(queue);
