@@ -4,6 +4,8 @@ runs: per shape, the reference's best time over the time of the model's top-1 (m
 and over the best of its top-k (ranks 1 to k), with the rank the reference's best had; then
 geomean and worst. The picks are part of the reference, so no ratio exceeds 1; the reference is
 a subset of the whole space, so each ratio is an upper bound on the ratio to the exhaustive best.
+Then the model's fidelity over every configuration each run timed: per shape, Spearman's rank
+correlation of predicted and measured time and the median absolute error of the prediction.
 
     benches/sm90/reference_summary.py [--topk 8] RUN.json [...]
 """
@@ -11,6 +13,13 @@ a subset of the whole space, so each ratio is an upper bound on the ratio to the
 import argparse
 import json
 import math
+import os
+import statistics
+import sys
+
+# Spearman's rank correlation and the median absolute error, as the Triton harness reports them.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "triton"))
+import fidelity  # noqa: E402
 
 
 def geomean(xs):
@@ -40,6 +49,25 @@ def shape_rows(path, topk):
     return rows
 
 
+def shape_fidelity(path):
+    """(name, configurations, Spearman, median |error|) of the model's predicted times against
+    the measured ones, over every configuration of each shape of one run."""
+    with open(path) as f:
+        report = json.load(f)
+    rows = []
+    for r in report["results"]:
+        pairs = [(c["predicted_time_us"], c["measured_time_us"]) for c in r.get("candidates") or []
+                 if c.get("measured_time_us") and c.get("predicted_time_us")]
+        if len(pairs) < 3:
+            continue
+        pred, meas = [p for p, _ in pairs], [m for _, m in pairs]
+        s = r["shape"]
+        name = s.get("name") or f"{s['m']}x{s['n']}x{s['k']}"
+        rows.append((name, len(pairs), fidelity.spearman(pred, meas),
+                     fidelity.median_abs_rel_error(pred, meas)))
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topk", type=int, default=8)
@@ -55,6 +83,15 @@ def main(argv=None):
     top1s, bests = [r[5] for r in rows], [r[6] for r in rows]
     print(f"top-1 geomean {geomean(top1s):.3f}, worst {min(top1s):.3f}; best-of-{a.topk} geomean "
           f"{geomean(bests):.3f}, worst {min(bests):.3f}; over {len(rows)} shapes")
+    fid = [row for path in a.runs for row in shape_fidelity(path)]
+    print(f"\nmodel fidelity: {'shape':26} {'configs':>7} {'spearman':>8} {'median |err|':>12}")
+    for name, n, rho, err in fid:
+        print(f"                {name[:26]:26} {n:7} {rho:8.3f} {100 * err:11.1f}%")
+    rhos = [r[2] for r in fid if r[2] is not None]
+    errs = [r[3] for r in fid if r[3] is not None]
+    if rhos and errs:
+        print(f"median over shapes: spearman {statistics.median(rhos):.3f}, median |error| "
+              f"{100 * statistics.median(errs):.1f}%")
     return rows
 
 

@@ -16,7 +16,8 @@ SPEC.loader.exec_module(rs)
 
 def run(tmp_path, shapes):
     results = [{"shape": {"name": name, "m": 1, "n": 4096, "k": 4096},
-                "candidates": [{"model_rank": rank, "measured_time_us": t} for rank, t in cands]}
+                "candidates": [{"model_rank": rank, "measured_time_us": t,
+                                "predicted_time_us": t and 2 * t} for rank, t in cands]}
                for name, cands in shapes]
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"results": results}))
@@ -44,3 +45,14 @@ def test_ratios_are_the_reference_best_over_the_picks(tmp_path, capsys):
 def test_runs_without_a_measurement_are_refused(tmp_path):
     with pytest.raises(SystemExit, match="no run holds"):
         rs.main([run(tmp_path, [("c", [(1, 5.0)])])])
+
+
+def test_fidelity_compares_every_timed_prediction_with_its_measurement(tmp_path, capsys):
+    # Predictions are twice the measured times: ranked alike, 100% off.
+    path = run(tmp_path, [("a", [(1, 10.0), (2, 8.0), (3, None), (9, 6.0), (10, 7.0)]),
+                          ("few", [(1, 5.0), (2, 6.0)])])
+    rows = rs.shape_fidelity(path)
+    assert [(r[0], r[1]) for r in rows] == [("a", 4)]
+    assert rows[0][2] == pytest.approx(1.0) and rows[0][3] == pytest.approx(1.0)
+    rs.main([path])
+    assert "spearman 1.000, median |error| 100.0%" in capsys.readouterr().out
