@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use carver::policy::variant_depth;
 use carver::{
-    Family, Layout, MatmulTemplate, REFERENCE_GROUP, TileConfig, TopK, rank_every_config,
+    DType, Family, Layout, MatmulTemplate, REFERENCE_GROUP, TileConfig, TopK, rank_every_config,
     recommend_hints, reference_configs,
 };
 use carver_arch::HardwareDb;
@@ -110,6 +110,19 @@ fn cuda_sm90_reference_is_a_few_hundred_structures_not_the_whole_space() {
             "{m}x{n}x{k}: {len} of {whole}"
         );
     }
+}
+
+#[test]
+fn the_reference_holds_for_fp8_and_batches_too() {
+    let fp8 = MatmulTemplate::new(256, 8192, 8192)
+        .with_family(Family::CudaSm90)
+        .with_dtype(DType::E4m3)
+        .with_layouts(Layout::Row, Layout::Col);
+    check(&fp8, "h200");
+    check(
+        &template(512, 1024, 128, Family::CudaSm90).with_batch(32),
+        "h100-sxm",
+    );
 }
 
 proptest! {
