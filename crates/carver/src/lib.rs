@@ -31,8 +31,6 @@ pub mod template;
 mod tile;
 mod topk;
 
-use std::collections::HashMap;
-
 use carver_arch::Arch;
 
 pub use dtype::{DType, Layout};
@@ -121,20 +119,13 @@ pub fn rank_every_config(template: &MatmulTemplate, arch: &Arch) -> Result<Vec<H
         .collect())
 }
 
-/// How many tile rows share a launch-order group in [`reference_configs`]' reduced space, where
-/// the grid has several tile rows (Triton's customary `GROUP_SIZE_M`).
-pub const REFERENCE_GROUP: u32 = 8;
-
 /// What a tuning run measures a ranking against when the family's whole space is too large to
 /// time (cuda-sm90's is 35-42 thousand configurations a shape): the model's `topk` picks (ranks
-/// 1 to k, as [`recommend_hints`] gives them), then a reduced whole space, ranked on from k + 1
-/// by predicted time. The reduced space is every structure without a cluster or persistence
-/// (which the model treats as near-twins of the plain structure), each at its deepest legal
-/// ring and at that ring's depth variant ([`policy::variant_depth`]), in launch-order groups
-/// of [`REFERENCE_GROUP`] tile rows (of 1 when the structure has no such group): about 900
-/// configurations for cuda-sm90. Its best is a lower bound on the whole space's best, so a
-/// ratio to it is an upper bound on the ratio to the exhaustive best; the picks are always in
-/// it, so no pick is ever faster than the reference's best.
+/// 1 to k, as [`recommend_hints`] gives them), then the policy's reduced whole space
+/// ([`policy::reduced_space`]: every plain structure at two depths, about 900 configurations for
+/// cuda-sm90), ranked on from k + 1 by predicted time. Its best is a lower bound on the whole
+/// space's best, so a ratio to it is an upper bound on the ratio to the exhaustive best; the
+/// picks are always in it, so no pick is ever faster than the reference's best.
 pub fn reference_configs(
     template: &MatmulTemplate,
     arch: &Arch,
@@ -142,47 +133,14 @@ pub fn reference_configs(
 ) -> Result<Vec<Hint>, CarverError> {
     let picks = recommend_hints(template, arch, topk)?;
     let every = rank_every_config(template, arch)?;
-    let shallowest = template.family.rules().stage_range().0;
-    // Per structure (the tile without its depth and launch order) the depths it is legal at in
-    // the chosen group.
-    let structure = |t: &TileConfig| TileConfig {
-        stages: 0,
-        raster: Raster {
-            group: 0,
-            ..t.raster
-        },
-        ..*t
-    };
-    let plain = |t: &TileConfig| !t.persistent && t.cluster_m * t.cluster_n == 1;
-    let plain_hints = || every.iter().filter(|h| plain(&h.tile));
-    // Whether the structure comes in groups of REFERENCE_GROUP tile rows.
-    let mut has_group: HashMap<TileConfig, bool> = HashMap::new();
-    for h in plain_hints() {
-        *has_group.entry(structure(&h.tile)).or_default() |= h.tile.raster.group == REFERENCE_GROUP;
-    }
-    let group_of = |t: &TileConfig| {
-        if has_group[&structure(t)] {
-            REFERENCE_GROUP
-        } else {
-            1
-        }
-    };
-    let mut deepest: HashMap<TileConfig, u32> = HashMap::new();
-    for h in plain_hints().filter(|h| h.tile.raster.group == group_of(&h.tile)) {
-        let d = deepest.entry(structure(&h.tile)).or_default();
-        *d = (*d).max(h.tile.stages);
-    }
-    // (A structure with neither group has no depth here, and no configuration in the space.)
-    let in_reduced = |t: &TileConfig| {
-        deepest.get(&structure(t)).is_some_and(|&d| {
-            t.raster.group == group_of(t)
-                && (t.stages == d || Some(t.stages) == policy::variant_depth(d, shallowest))
-        })
-    };
+    let tiles: Vec<TileConfig> = every.iter().map(|h| h.tile).collect();
+    let reduced = policy::reduced_space(&tiles, template.family.rules().stage_range().0);
     let k = picks.len();
-    let rest: Vec<Hint> = plain_hints()
-        .filter(|h| in_reduced(&h.tile) && !picks.iter().any(|p| p.tile == h.tile))
-        .cloned()
+    let rest: Vec<Hint> = every
+        .into_iter()
+        .zip(reduced)
+        .filter(|(h, keep)| *keep && !picks.iter().any(|p| p.tile == h.tile))
+        .map(|(h, _)| h)
         .collect();
     Ok(picks
         .into_iter()

@@ -33,7 +33,7 @@
 use carver_arch::{Arch, InstructionFamily};
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use crate::cost::{
     Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters, registers_for_blocks,
@@ -235,6 +235,64 @@ pub fn variant_depth(stages: u32, shallowest: u32) -> Option<u32> {
     let three_quarters = (3 * stages + 2) / 4;
     let depth = three_quarters.min(stages.checked_sub(1)?);
     (depth >= shallowest).then_some(depth)
+}
+
+/// How many tile rows share a launch-order group in [`reduced_space`], where the grid has
+/// several tile rows (Triton's customary `GROUP_SIZE_M`).
+pub const REFERENCE_GROUP: u32 = 8;
+
+/// A tile without its pipeline depth and launch order: its structure.
+fn structure_of(t: &TileConfig) -> TileConfig {
+    TileConfig {
+        stages: 0,
+        raster: Raster {
+            group: 0,
+            ..t.raster
+        },
+        ..*t
+    }
+}
+
+/// Which of `tiles` (a family's whole legal space) belong to the reduced whole space a ranking
+/// is measured against (`carver::reference_configs`): every structure without a cluster or
+/// persistence (which the model treats as near-twins of the plain structure), at its deepest
+/// legal ring and that ring's depth variant ([`variant_depth`], `shallowest` the family's
+/// shallowest depth), in launch-order groups of [`REFERENCE_GROUP`] tile rows (of 1 when the
+/// structure has no such group).
+pub fn reduced_space(tiles: &[TileConfig], shallowest: u32) -> Vec<bool> {
+    let plain = |t: &TileConfig| !t.persistent && t.cluster_m * t.cluster_n == 1;
+    // Whether each plain structure comes in groups of REFERENCE_GROUP tile rows.
+    let mut has_group: HashMap<TileConfig, bool> = HashMap::new();
+    for t in tiles.iter().filter(|t| plain(t)) {
+        *has_group.entry(structure_of(t)).or_default() |= t.raster.group == REFERENCE_GROUP;
+    }
+    let group_of = |t: &TileConfig| {
+        if has_group[&structure_of(t)] {
+            REFERENCE_GROUP
+        } else {
+            1
+        }
+    };
+    // Each structure's deepest legal ring in its group. (A structure with neither group has
+    // none, and nothing in the reduced space.)
+    let mut deepest: HashMap<TileConfig, u32> = HashMap::new();
+    for t in tiles
+        .iter()
+        .filter(|t| plain(t) && t.raster.group == group_of(t))
+    {
+        let d = deepest.entry(structure_of(t)).or_default();
+        *d = (*d).max(t.stages);
+    }
+    tiles
+        .iter()
+        .map(|t| {
+            plain(t)
+                && t.raster.group == group_of(t)
+                && deepest.get(&structure_of(t)).is_some_and(|&d| {
+                    t.stages == d || Some(t.stages) == variant_depth(d, shallowest)
+                })
+        })
+        .collect()
 }
 
 /// The slowest time within the diversity `window` of the fastest of `candidates`.

@@ -3,10 +3,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use carver::policy::variant_depth;
+use carver::policy::{REFERENCE_GROUP, variant_depth};
 use carver::{
-    DType, Family, Layout, MatmulTemplate, REFERENCE_GROUP, TileConfig, TopK, rank_every_config,
-    recommend_hints, reference_configs,
+    DType, Family, Layout, MatmulTemplate, TileConfig, TopK, rank_every_config, recommend_hints,
+    reference_configs,
 };
 use carver_arch::HardwareDb;
 use proptest::prelude::*;
@@ -92,6 +92,29 @@ fn check(tpl: &MatmulTemplate, arch_key: &str) -> usize {
             h.tile
         );
     }
+    // And nothing the rule admits is left out: the reference is the picks and every
+    // configuration of the space at a structure's deepest ring or its variant, in its group.
+    let admitted = every.iter().filter(|h| {
+        let t = &h.tile;
+        let group = if deepest.contains_key(&(structure(t), REFERENCE_GROUP)) {
+            REFERENCE_GROUP
+        } else {
+            1
+        };
+        plain(t)
+            && t.raster.group == group
+            && deepest
+                .get(&(structure(t), group))
+                .is_some_and(|&d| t.stages == d || Some(t.stages) == variant_depth(d, shallowest))
+    });
+    let expected: HashSet<TileConfig> = admitted
+        .map(|h| h.tile)
+        .chain(picks.iter().map(|p| p.tile))
+        .collect();
+    assert_eq!(
+        distinct, expected,
+        "the reference is not the picks and the reduced space"
+    );
     reference.len()
 }
 
