@@ -79,9 +79,8 @@ pub struct TuneArgs {
     /// Try every legal configuration of the family instead of the top-k.
     #[arg(long, conflicts_with = "reference")]
     pub exhaustive: bool,
-    /// Try the top-k and a reduced whole space to measure them against (every structure
-    /// without a cluster or persistence, at its deepest ring and that ring's depth variant,
-    /// about 900 configurations): model ranks 1 to k are the picks, the rest follow.
+    /// Try the top-k and, to measure them against, a reduced whole space (every plain
+    /// structure at two depths, about 900 configurations): ranks 1 to k are the picks.
     #[arg(long)]
     pub reference: bool,
     /// A table for people, or versioned JSON for programs.

@@ -123,9 +123,9 @@ pub fn rank_every_config(template: &MatmulTemplate, arch: &Arch) -> Result<Vec<H
 /// time (cuda-sm90's is 35-42 thousand configurations a shape): the model's `topk` picks (ranks
 /// 1 to k, as [`recommend_hints`] gives them), then the policy's reduced whole space
 /// ([`policy::reduced_space`]: every plain structure at two depths, about 900 configurations for
-/// cuda-sm90), ranked on from k + 1 by predicted time. Its best is a lower bound on the whole
-/// space's best, so a ratio to it is an upper bound on the ratio to the exhaustive best; the
-/// picks are always in it, so no pick is ever faster than the reference's best.
+/// cuda-sm90), ranked on from k + 1 by predicted time. It is part of the whole space, so its best is
+/// never faster than the exhaustive best and a ratio to it is an upper bound on the ratio to the
+/// exhaustive best; the picks are always in it, so no pick is ever faster than its best.
 pub fn reference_configs(
     template: &MatmulTemplate,
     arch: &Arch,

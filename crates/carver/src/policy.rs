@@ -261,36 +261,30 @@ fn structure_of(t: &TileConfig) -> TileConfig {
 /// structure has no such group).
 pub fn reduced_space(tiles: &[TileConfig], shallowest: u32) -> Vec<bool> {
     let plain = |t: &TileConfig| !t.persistent && t.cluster_m * t.cluster_n == 1;
-    // Whether each plain structure comes in groups of REFERENCE_GROUP tile rows.
-    let mut has_group: HashMap<TileConfig, bool> = HashMap::new();
+    // Per plain structure, its deepest legal ring in groups of REFERENCE_GROUP and of 1.
+    let mut deepest: HashMap<TileConfig, [Option<u32>; 2]> = HashMap::new();
     for t in tiles.iter().filter(|t| plain(t)) {
-        *has_group.entry(structure_of(t)).or_default() |= t.raster.group == REFERENCE_GROUP;
-    }
-    let group_of = |t: &TileConfig| {
-        if has_group[&structure_of(t)] {
-            REFERENCE_GROUP
-        } else {
-            1
-        }
-    };
-    // Each structure's deepest legal ring in its group. (A structure with neither group has
-    // none, and nothing in the reduced space.)
-    let mut deepest: HashMap<TileConfig, u32> = HashMap::new();
-    for t in tiles
-        .iter()
-        .filter(|t| plain(t) && t.raster.group == group_of(t))
-    {
-        let d = deepest.entry(structure_of(t)).or_default();
-        *d = (*d).max(t.stages);
+        let slot = match t.raster.group {
+            REFERENCE_GROUP => 0,
+            1 => 1,
+            _ => continue,
+        };
+        let d = &mut deepest.entry(structure_of(t)).or_default()[slot];
+        *d = Some(d.map_or(t.stages, |d| d.max(t.stages)));
     }
     tiles
         .iter()
         .map(|t| {
-            plain(t)
-                && t.raster.group == group_of(t)
-                && deepest.get(&structure_of(t)).is_some_and(|&d| {
-                    t.stages == d || Some(t.stages) == variant_depth(d, shallowest)
-                })
+            let Some(&[grouped, alone]) = deepest.get(&structure_of(t)).filter(|_| plain(t)) else {
+                return false;
+            };
+            let (group, d) = match (grouped, alone) {
+                (Some(d), _) => (REFERENCE_GROUP, d),
+                (None, Some(d)) => (1, d),
+                (None, None) => return false,
+            };
+            t.raster.group == group
+                && (t.stages == d || Some(t.stages) == variant_depth(d, shallowest))
         })
         .collect()
 }
