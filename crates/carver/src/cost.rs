@@ -712,6 +712,47 @@ impl<'a> Pricer<'a> {
         })
     }
 
+    /// A time no group of the block size pair `block_m` x `block_n` can beat, whatever its
+    /// split-K factor, persistence or warp layouts: [`Pricer::group_lower_bound`] with the
+    /// parts a split changes at their least over every split (a split divides K as it
+    /// multiplies the blocks, so the busiest SM's tensor and shared-memory work is at least its
+    /// share of all of it, at the arch's best instruction rate), and none of a block's own
+    /// path, its epilogue or a reduction. Cheap enough to order the pairs before their warp
+    /// layouts and groups are worked out.
+    pub fn pair_lower_bound(&self, block_m: u32, block_n: u32, longest_block_k: u32) -> f64 {
+        let p = self.p;
+        let (bm, bn) = (f64::from(block_m), f64::from(block_n));
+        let tiles_m = p.m.div_ceil(u64::from(block_m));
+        let tiles_n = p.n.div_ceil(u64::from(block_n));
+        let share = (tiles_m * tiles_n * p.batch) as f64 / self.sms;
+        let best_rate = [
+            InstructionFamily::MmaSync,
+            InstructionFamily::Wgmma,
+            InstructionFamily::Tcgen05,
+        ]
+        .into_iter()
+        .map(|mma| self.best_rate(mma))
+        .fold(0.0, f64::max);
+        let k = p.k as f64;
+        let (a_panel, b_panel) = panel_bytes(p, block_m, block_n);
+        let (a_line, b_line) = fetch_efficiencies(p, self.arch, block_m, block_n, longest_block_k);
+        self.bound_of(BoundParts {
+            compute: share * 2.0 * bm * bn * k / best_rate,
+            smem: share * 2.0 * (bm + bn) * k * self.e / self.smem_bw_sm,
+            l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n),
+            dram_floor: self.dram_floor_bytes(
+                (tiles_m, tiles_n),
+                (a_panel, b_panel),
+                (a_line, b_line),
+            ),
+            critical_path: 0.0,
+            iterations: 0.0,
+            epilogue: 0.0,
+            split_k_time: 0.0,
+            c_bytes: 0.0,
+        })
+    }
+
     /// A time no structure of `g` can beat: [`Pricer::lower_bound`] with each of its parts at
     /// its least over the group. Every block covers at least `K / split` of K and writes its
     /// tile; shared memory is read at least twice (fill and one read); tiles count before

@@ -129,13 +129,13 @@ pub fn candidates_for_topk(
         order_matters: launch_order_matters(p, arch) && family.groups().len() > 1,
         window: window_for(family, p, arch),
     };
-    let mut out = search.run(&m_sizes, &n_sizes, &k_sizes, topk);
+    let (mut out, mut terms) = search.run(&m_sizes, &n_sizes, &k_sizes, topk);
     if out.is_empty() {
-        out = search.run(&bms, &bns, &bks, topk);
+        (out, terms) = search.run(&bms, &bns, &bks, topk);
     }
-    let variants = depth_variants(&search, &out);
+    let variants = depth_variants(&search, &out, &terms);
     out.extend(variants);
-    let hedges = register_hedges(&search, &out);
+    let hedges = register_hedges(&search, &out, &terms);
     out.extend(hedges);
     out
 }
@@ -149,7 +149,13 @@ pub fn candidates_for_topk(
 /// memory, where only the estimate's excess keeps it out, is priced at that occupancy; it is
 /// kept when it lands within the ranking's diversity window of the fastest prediction. The
 /// ranking never makes a hedge its first pick (`rank::select`).
-fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
+///
+/// `candidates` starts with the structures the search priced, `terms` their terms.
+fn register_hedges(
+    search: &Search,
+    candidates: &[Candidate],
+    terms: &[StructureTerms],
+) -> Vec<Candidate> {
     let Search {
         pricer,
         family,
@@ -159,7 +165,7 @@ fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> 
     } = *search;
     let (limit, shallowest) = search.variant_bounds(candidates);
     let mut out = Vec::new();
-    for c in candidates.iter().filter(|c| !c.depth_variant) {
+    for (c, terms) in candidates.iter().zip(terms) {
         let Some(margin) = family.register_estimate_margin(&c.tile, p) else {
             continue;
         };
@@ -177,8 +183,7 @@ fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> 
         if f64::from(c.res.registers_per_thread) > f64::from(wanted) * margin {
             continue;
         }
-        let terms = pricer.terms(&c.tile);
-        if by_registers >= pricer.usable_occupancy(&terms, &c.tile) {
+        if by_registers >= pricer.usable_occupancy(terms, &c.tile) {
             continue;
         }
         let hedged_blocks = by_registers + 1;
@@ -201,7 +206,7 @@ fn register_hedges(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> 
             if candidates.iter().any(|o| o.tile == tile) {
                 break;
             }
-            if let Some(time) = pricer.time_with(&terms, &tile, hedged_blocks) {
+            if let Some(time) = pricer.time_with(terms, &tile, hedged_blocks) {
                 let time_us = time * 1e6;
                 if time_us <= limit && time_us < c.time_us {
                     out.push(Candidate {
@@ -310,8 +315,12 @@ impl Search<'_> {
 }
 
 /// The depth variant ([`variant_depth`]) of each candidate within the diversity window of the
-/// fastest, priced.
-fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
+/// fastest, priced (`terms`: the candidates' structure terms, which do not depend on the depth).
+fn depth_variants(
+    search: &Search,
+    candidates: &[Candidate],
+    terms: &[StructureTerms],
+) -> Vec<Candidate> {
     let Search {
         pricer,
         family,
@@ -321,7 +330,11 @@ fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
     } = *search;
     let (limit, shallowest) = search.variant_bounds(candidates);
     let mut out = Vec::new();
-    for c in candidates.iter().filter(|c| c.time_us <= limit) {
+    for (c, terms) in candidates
+        .iter()
+        .zip(terms)
+        .filter(|(c, _)| c.time_us <= limit)
+    {
         let Some(stages) = variant_depth(c.tile.stages, shallowest) else {
             continue;
         };
@@ -329,9 +342,7 @@ fn depth_variants(search: &Search, candidates: &[Candidate]) -> Vec<Candidate> {
         let Ok(res) = check_config(family, &tile, p, arch) else {
             continue;
         };
-        // A structure's terms do not depend on its depth.
-        let terms = pricer.terms(&c.tile);
-        if let Some(time) = pricer.time_with(&terms, &tile, blocks_per_sm(&tile, res, arch)) {
+        if let Some(time) = pricer.time_with(terms, &tile, blocks_per_sm(&tile, res, arch)) {
             out.push(Candidate {
                 tile,
                 res,
@@ -362,12 +373,13 @@ struct Search<'a> {
     window: f64,
 }
 
-/// What waits in the queue: a group not yet expanded, or a structure (of an expanded group)
-/// not yet priced.
+/// What waits in the queue: a block size pair or a group not yet expanded, or a structure (of
+/// an expanded group) not yet priced.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Node {
+    Pair(u32),
     Group(u32),
-    Structure(u32, u32),
+    Structure(u32),
 }
 
 /// One structure (everything but the pipeline depth and the launch order), legal at the
@@ -379,35 +391,55 @@ struct Structure {
 }
 
 impl Search<'_> {
-    fn run(&self, bms: &[u32], bns: &[u32], bks: &[u32], topk: Option<usize>) -> Vec<Candidate> {
-        let (layouts, groups) = self.groups(bms, bns, bks);
+    /// The structures worth pricing, priced, with their terms.
+    fn run(
+        &self,
+        bms: &[u32],
+        bns: &[u32],
+        bks: &[u32],
+        topk: Option<usize>,
+    ) -> (Vec<Candidate>, Vec<StructureTerms>) {
         let mut out = Vec::with_capacity(64);
+        let mut terms = Vec::with_capacity(64);
         let Some(topk) = topk else {
             // The whole space: nothing to prune, no order needed.
+            let (layouts, groups) = self.groups(bms, bns, bks);
+            let mut structures = Vec::new();
             for (pair, group) in &groups {
-                let structures = self.expand(&layouts[*pair], group, bks);
-                out.extend(structures.iter().filter_map(|s| self.price(s)));
+                structures.clear();
+                self.expand_into(&layouts[*pair], group, bks, &mut structures);
+                for s in &structures {
+                    if let Some(c) = self.price(s) {
+                        out.push(c);
+                        terms.push(s.terms);
+                    }
+                }
             }
-            return out;
+            return (out, terms);
         };
-        // Each expanded group's structures, by group.
-        let mut expanded: Vec<Vec<Structure>> = (0..groups.len()).map(|_| Vec::new()).collect();
+        let Some(&longest_k) = bks.iter().max() else {
+            return (out, terms);
+        };
+        let pairs: Vec<(u32, u32)> = bms
+            .iter()
+            .flat_map(|&bm| bns.iter().map(move |&bn| (bm, bn)))
+            .collect();
+        // Expanded pairs' warp layouts and groups (with their pair), and the expanded groups'
+        // structures.
+        let mut layouts: Vec<Vec<WarpLayout>> = vec![Vec::new(); pairs.len()];
+        let mut groups: Vec<(usize, TileGroup)> = Vec::new();
+        let mut structures: Vec<Structure> = Vec::new();
         // Best bound first. Bounds are finite and non-negative, so their bit patterns sort as
         // the numbers do.
         let key = |bound: f64| (bound * 1e6).to_bits();
-        let mut queue = Vec::with_capacity(groups.len() * (1 + bks.len()));
-        // A group's bound does not depend on persistence, the innermost loop of `groups`: the
-        // persistent twin of a group takes the bound just computed.
-        let mut last: Option<(&TileGroup, f64)> = None;
-        queue.extend(groups.iter().enumerate().map(|(i, (_, g))| {
-            let bound = match last {
-                Some((prev, bound)) if prev.same_but_persistence(g) => bound,
-                _ => self.pricer.group_lower_bound(g),
-            };
-            last = Some((g, bound));
-            Reverse((key(bound), Node::Group(i as u32)))
-        }));
-        let mut queue = BinaryHeap::from(queue);
+        let mut queue: BinaryHeap<Reverse<(u64, Node)>> = pairs
+            .iter()
+            .enumerate()
+            .map(|(i, &(bm, bn))| {
+                let bound = self.pricer.pair_lower_bound(bm, bn, longest_k);
+                Reverse((key(bound), Node::Pair(i as u32)))
+            })
+            .collect();
         let mut fastest = PickBound::new(topk, self.window);
         while let Some(Reverse((bound_bits, node))) = queue.pop() {
             // Rounding in the bound's different order of sums must not prune a tie.
@@ -415,29 +447,50 @@ impl Search<'_> {
                 break;
             }
             match node {
+                Node::Pair(i) => {
+                    let (bm, bn) = pairs[i as usize];
+                    let Some((pair_layouts, pair_groups)) = self.pair_groups(bm, bn, bks) else {
+                        continue;
+                    };
+                    layouts[i as usize] = pair_layouts;
+                    // A group's bound does not depend on persistence, the innermost loop of
+                    // `pair_groups`: the persistent twin of a group takes the bound just
+                    // computed.
+                    let mut last: Option<(TileGroup, f64)> = None;
+                    for g in pair_groups {
+                        let bound = match last {
+                            Some((prev, bound)) if prev.same_but_persistence(&g) => bound,
+                            _ => self.pricer.group_lower_bound(&g),
+                        };
+                        last = Some((g, bound));
+                        queue.push(Reverse((key(bound), Node::Group(groups.len() as u32))));
+                        groups.push((i as usize, g));
+                    }
+                }
                 Node::Group(i) => {
                     let (pair, group) = &groups[i as usize];
-                    let structures = self.expand(&layouts[*pair], group, bks);
-                    for (j, s) in structures.iter().enumerate() {
+                    let first = structures.len();
+                    self.expand_into(&layouts[*pair], group, bks, &mut structures);
+                    for (j, s) in structures.iter().enumerate().skip(first) {
                         let bound = self.pricer.lower_bound(&s.terms, &s.tile);
-                        queue.push(Reverse((key(bound), Node::Structure(i, j as u32))));
+                        queue.push(Reverse((key(bound), Node::Structure(j as u32))));
                     }
-                    expanded[i as usize] = structures;
                 }
-                Node::Structure(i, j) => {
-                    if let Some(best) = self.price(&expanded[i as usize][j as usize]) {
+                Node::Structure(j) => {
+                    let s = &structures[j as usize];
+                    if let Some(best) = self.price(s) {
                         fastest.push(best.time_us);
                         out.push(best);
+                        terms.push(s.terms);
                     }
                 }
             }
         }
-        out
+        (out, terms)
     }
 
     /// Every group of the space: the warp layouts of each block size pair, and the groups
-    /// with the index of their pair's layouts. mma.sync runs at a fraction of wgmma's rate
-    /// where both exist: a tile some warp count can run with wgmma is not priced with mma.sync.
+    /// with the index of their pair's layouts ([`Search::pair_groups`]).
     #[allow(clippy::type_complexity)]
     fn groups(
         &self,
@@ -445,67 +498,91 @@ impl Search<'_> {
         bns: &[u32],
         bks: &[u32],
     ) -> (Vec<Vec<WarpLayout>>, Vec<(usize, TileGroup)>) {
-        let (p, arch, family) = (self.p, self.arch, self.family);
-        let sms = u64::from(arch.sm.count);
-        let (Some(&shortest_k), Some(&longest_k)) = (bks.iter().min(), bks.iter().max()) else {
-            return (Vec::new(), Vec::new());
-        };
-        let most_k_tiles = p.k.div_ceil(u64::from(shortest_k));
-        let mut pairs = Vec::new();
+        let mut pairs = Vec::with_capacity(bms.len() * bns.len());
         let mut out = Vec::new();
         for &bm in bms {
-            let tiles_m = p.m.div_ceil(u64::from(bm));
             for &bn in bns {
-                let tiles = tiles_m * p.n.div_ceil(u64::from(bn)) * p.batch;
-                let mut layouts = family.warp_layouts(bm, bn, p, arch);
-                let fastest_mma = layouts
-                    .iter()
-                    .map(|l| l.mma)
-                    .find(|&mma| mma != InstructionFamily::MmaSync);
-                if fastest_mma.is_some() {
-                    layouts.retain(|l| l.mma != InstructionFamily::MmaSync);
-                }
-                let Some(mma) = fastest_mma.or(layouts.first().map(|l| l.mma)) else {
+                let Some((layouts, groups)) = self.pair_groups(bm, bn, bks) else {
                     continue;
                 };
-                let least_compute_share = layouts
-                    .iter()
-                    .map(|l| {
-                        let compute = f64::from(l.warps_m * l.warps_n);
-                        compute / (compute + f64::from(l.producer_warps))
-                    })
-                    .fold(1.0, f64::min);
-                let pair = pairs.len();
+                out.extend(groups.into_iter().map(|g| (pairs.len(), g)));
                 pairs.push(layouts);
-                for &split in family.split_ks() {
-                    // Split K only when the tiles alone leave SMs idle, and keep at least two
-                    // iterations per split (for some block_k) so the pipeline has work.
-                    if split > 1 && (tiles >= 2 * sms || most_k_tiles < 2 * u64::from(split)) {
-                        continue;
-                    }
-                    for &persistent in family.persistence() {
-                        let group = TileGroup {
-                            block_m: bm,
-                            block_n: bn,
-                            split_k: split,
-                            persistent,
-                            mma,
-                            longest_block_k: longest_k,
-                            least_compute_share,
-                        };
-                        out.push((pair, group));
-                    }
-                }
             }
         }
         (pairs, out)
     }
 
+    /// The warp layouts of the block size pair `bm` x `bn` and its groups (`None` when no
+    /// layout runs it). mma.sync runs at a fraction of wgmma's rate where both exist: a tile
+    /// some warp count can run with wgmma is not priced with mma.sync.
+    fn pair_groups(
+        &self,
+        bm: u32,
+        bn: u32,
+        bks: &[u32],
+    ) -> Option<(Vec<WarpLayout>, Vec<TileGroup>)> {
+        let (p, arch, family) = (self.p, self.arch, self.family);
+        let sms = u64::from(arch.sm.count);
+        let (&shortest_k, &longest_k) = (bks.iter().min()?, bks.iter().max()?);
+        let most_k_tiles = p.k.div_ceil(u64::from(shortest_k));
+        let tiles = p.m.div_ceil(u64::from(bm)) * p.n.div_ceil(u64::from(bn)) * p.batch;
+        let mut layouts = family.warp_layouts(bm, bn, p, arch);
+        let fastest_mma = layouts
+            .iter()
+            .map(|l| l.mma)
+            .find(|&mma| mma != InstructionFamily::MmaSync);
+        if fastest_mma.is_some() {
+            layouts.retain(|l| l.mma != InstructionFamily::MmaSync);
+        }
+        let mma = fastest_mma.or(layouts.first().map(|l| l.mma))?;
+        let least_compute_share = layouts
+            .iter()
+            .map(|l| {
+                let compute = f64::from(l.warps_m * l.warps_n);
+                compute / (compute + f64::from(l.producer_warps))
+            })
+            .fold(1.0, f64::min);
+        let mut out = Vec::with_capacity(family.split_ks().len() * family.persistence().len());
+        for &split in family.split_ks() {
+            // Split K only when the tiles alone leave SMs idle, and keep at least two
+            // iterations per split (for some block_k) so the pipeline has work.
+            if split > 1 && (tiles >= 2 * sms || most_k_tiles < 2 * u64::from(split)) {
+                continue;
+            }
+            for &persistent in family.persistence() {
+                out.push(TileGroup {
+                    block_m: bm,
+                    block_n: bn,
+                    split_k: split,
+                    persistent,
+                    mma,
+                    longest_block_k: longest_k,
+                    least_compute_share,
+                });
+            }
+        }
+        Some((layouts, out))
+    }
+
     /// The legal structures of `group`.
+    #[cfg(test)]
     fn expand(&self, layouts: &[WarpLayout], group: &TileGroup, bks: &[u32]) -> Vec<Structure> {
+        let mut out = Vec::new();
+        self.expand_into(layouts, group, bks, &mut out);
+        out
+    }
+
+    /// [`Search::expand`], appending to `out`.
+    fn expand_into(
+        &self,
+        layouts: &[WarpLayout],
+        group: &TileGroup,
+        bks: &[u32],
+        out: &mut Vec<Structure>,
+    ) {
         let (p, arch, family) = (self.p, self.arch, self.family);
         let split = group.split_k;
-        let mut out = Vec::with_capacity(layouts.len() * bks.len() * family.clusters().len());
+        out.reserve(layouts.len() * bks.len() * family.clusters().len());
         for layout in layouts {
             for &bk in bks {
                 // At least two iterations per split.
@@ -539,7 +616,6 @@ impl Search<'_> {
                 }
             }
         }
-        out
     }
 
     /// The structure at its best launch order and pipeline depth (`None` when no depth fits).
@@ -691,8 +767,9 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 96, .. ProptestConfig::default() })]
 
-        /// A group's bound holds for every structure the group expands to (and through the
-        /// structure's own bound, for every depth and launch order of it).
+        /// A block size pair's bound holds for every group of the pair, and a group's for every
+        /// structure the group expands to (and through the structure's own bound, for every
+        /// depth and launch order of it).
         #[test]
         fn group_bound_is_below_its_structures(
             m in dim(), n in dim(), k in dim(),
@@ -713,6 +790,18 @@ mod tests {
             let window = window_for(family, &p, arch);
             let search = Search { pricer: &pricer, family, p: &p, arch, order_matters: true, window };
             let [bms, bns, bks] = family.block_sizes(&p, arch);
+            // A pair's bound holds for every group of the pair.
+            for &bm in &bms {
+                for &bn in &bns {
+                    let Some((_, groups)) = search.pair_groups(bm, bn, &bks) else { continue };
+                    let pair_bound = pricer.pair_lower_bound(bm, bn, *bks.iter().max().unwrap());
+                    for group in groups {
+                        let group_bound = pricer.group_lower_bound(&group);
+                        prop_assert!(pair_bound <= group_bound * (1.0 + 1e-9),
+                            "{bm} x {bn}: {pair_bound} > {group_bound} of {group:?}");
+                    }
+                }
+            }
             let (layouts, groups) = search.groups(&bms, &bns, &bks);
             for (pair, group) in groups {
                 let group_bound = pricer.group_lower_bound(&group);

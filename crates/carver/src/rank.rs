@@ -108,6 +108,29 @@ fn shared_parameters(a: &[u16; 8], b: &[u16; 8]) -> u8 {
     (a.iter().zip(b).filter(|(x, y)| x == y).count() - 1) as u8
 }
 
+/// A hash of `t` without its pipeline depth: equal for a structure and its depth variants.
+fn structure_hash(t: &TileConfig) -> u64 {
+    let fields = [
+        t.block_m,
+        t.block_n,
+        t.block_k,
+        t.warps_m,
+        t.warps_n,
+        t.producer_warps,
+        t.raster.group,
+        t.split_k,
+        t.cluster_m,
+        t.cluster_n,
+        u32::from(t.persistent),
+        t.mma as u32,
+        u32::from(t.swap_ab),
+    ];
+    // FxHash's step: a multiply by an odd constant after mixing each field in.
+    fields.iter().fold(0u64, |h, &f| {
+        (h.rotate_left(5) ^ u64::from(f)).wrapping_mul(0x517c_c1b7_2722_0a95)
+    })
+}
+
 /// The factor on a candidate's time when it shares `n` structural parameters with the
 /// closest pick so far: `1 + SIMILARITY_PENALTY * n / SIMILAR`.
 fn penalty(n: u8) -> f64 {
@@ -239,7 +262,19 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
         .expect("the fastest candidate is within the limit");
     let signatures: Vec<[u16; 8]> = window.iter().map(|&i| signature(&all[i])).collect();
     // A depth variant waits for its structure (the same tile at the depth the policy prefers):
-    // it hedges that pick, so it never ranks above it.
+    // it hedges that pick, so it never ranks above it. Its structure is the first window slot
+    // of an estimated candidate that differs from it only in a deeper pipeline, looked up by a
+    // hash of the tile without its depth (at decode sizes, where everything is near the DRAM
+    // floor, the window holds hundreds of variants).
+    let mut by_structure: Vec<(u64, usize)> = if any_estimated {
+        (0..window.len())
+            .filter(|&slot| !hedge_or_variant(window[slot]))
+            .map(|slot| (structure_hash(&all[window[slot]].tile), slot))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    by_structure.sort_unstable();
     let structure_slot: Vec<Option<usize>> = window
         .iter()
         .map(|&i| {
@@ -247,15 +282,20 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
             if !(any_estimated && v.depth_variant) {
                 return None;
             }
-            (0..window.len()).find(|&slot| {
-                let o = &all[window[slot]];
-                !hedge_or_variant(window[slot])
-                    && o.tile.stages > v.tile.stages
-                    && TileConfig {
-                        stages: v.tile.stages,
-                        ..o.tile
-                    } == v.tile
-            })
+            let hash = structure_hash(&v.tile);
+            let from = by_structure.partition_point(|&(h, _)| h < hash);
+            by_structure[from..]
+                .iter()
+                .take_while(|&&(h, _)| h == hash)
+                .map(|&(_, slot)| slot)
+                .find(|&slot| {
+                    let o = &all[window[slot]].tile;
+                    o.stages > v.tile.stages
+                        && TileConfig {
+                            stages: v.tile.stages,
+                            ..*o
+                        } == v.tile
+                })
         })
         .collect();
     let factors: [f64; SIMILAR + 1] = std::array::from_fn(|n| penalty(n as u8));
