@@ -484,8 +484,9 @@ def main(argv=None):
            "args": {k: v for k, v in vars(args).items()}, "arch": arch, "batch_sizes": batches,
            "timing_note": ("two GEMM launches of the layer per timed rep; align step and SiLU-and-mul excluded"
                            if args.dtype != "fp8_w8a8" else
-                           "the whole fp8 layer per timed rep: activation quantisation, both GEMMs, SiLU-and-mul "
-                           "and the top-k sum; align step excluded"),
+                           "two fp8 GEMM launches of the layer per timed rep; align step, SiLU-and-mul and the "
+                           "activations' fp8 quantisation excluded (runs before 2026-11-28's sixteenth session "
+                           "timed the whole fp8 layer, the unfused quantisation included)"),
            "sweep": {"legal_space": len(mk.tuner_space(smem_limit=smem)),
                      "legal_space_groups": len(mk.tuner_space(smem_limit=smem, group_sizes=args.group_sizes)),
                      "swept": len(sweep), "configs": [mk.config_key(c) for c in sweep]},

@@ -106,6 +106,12 @@ _INTERP = textwrap.dedent("""
         # the harness's and moe_tune's timing runner computes the same layer, on any weight copy
         run = mk.Fp8LayerRunner(x, [q1, q1], [q2, q2], [s1, s1], [s2, s2], tw, ti, bs)
         assert mk.rel_error(run.layer(cfg, 1), out) < 1e-6
+        # a timed launch is the two GEMMs alone, on activations quantised once: its gate/up
+        # output is every (token, slot) pair's quantised row times its expert's weights
+        run.launch(cfg, 1)
+        xf, w1f = mk._fake_quant(x, bs), mk._PerExpert(q1, s1, bs)
+        h_ref = torch.stack([xf[p // 2] @ w1f[int(ti.view(-1)[p])].t() for p in range(ti.numel())])
+        assert mk.rel_error(run.h.float(), h_ref) < 2e-3, mk.rel_error(run.h.float(), h_ref)
         assert mk.rel_error(run.reference(), mk.moe_reference(x, q1, q2, tw, ti, s1, s2, bs)) < 1e-6
     print("OK")
 """)

@@ -504,13 +504,30 @@ class LayerRunner:
 
 
 class Fp8LayerRunner:
-    """LayerRunner's interface for fp8 w8a8 weights (`quantize_weights_fp8`): `launch(cfg, i)`
-    runs the whole layer on weight copy i, the activations' quantisation between the GEMMs
-    included (the layer performs it on every call)."""
+    """LayerRunner for fp8 w8a8 weights (`quantize_weights_fp8`): `launch(cfg, i)` enqueues
+    exactly the gate/up GEMM and the down GEMM on weight copy i, as LayerRunner does. The
+    activations' fp8 quantisation (per tensor, or per token and K block) is done once up front,
+    like the align step: it does not depend on the config, and this module's unfused PyTorch
+    quantisation (a dozen kernels with fp32 intermediates, where vLLM runs one fused kernel)
+    would add the same hundreds of microseconds to every config at large batches and compress
+    the ratios between configs. `layer(cfg, i)` is the whole layer, quantisation included, for
+    checking results."""
 
     def __init__(self, x, w1s, w2s, s1s, s2s, topk_weights, topk_ids, block_shape=None):
+        torch = _torch()
         self.x, self.w1s, self.w2s, self.s1s, self.s2s = x, list(w1s), list(w2s), list(s1s), list(s2s)
         self.tw, self.ti, self.block_shape = topk_weights, topk_ids, block_shape
+        self.tw_flat = topk_weights.reshape(-1).contiguous()
+        tokens, K = x.shape
+        N2 = self.w1s[0].shape[1]
+        self.topk = topk_ids.shape[1]
+        pairs = tokens * self.topk
+        self.h = torch.empty((pairs, N2), dtype=x.dtype, device=x.device)
+        self.y = torch.empty((pairs, K), dtype=x.dtype, device=x.device)
+        self.xq, self.xs = _quant_fp8(x, block_shape)
+        # A real activation (no zeros) for the down GEMM's input, quantised as the layer does.
+        act = (torch.randn((pairs, N2 // 2), dtype=torch.float32, device=x.device) * 0.5).to(x.dtype)
+        self.aq, self.as_ = _quant_fp8(act, block_shape)
         self._aligned = {}
 
     def aligned(self, bm):
@@ -519,7 +536,12 @@ class Fp8LayerRunner:
         return self._aligned[bm]
 
     def launch(self, cfg, i=0):
-        self.layer(cfg, i)
+        s, e, n = self.aligned(cfg["BLOCK_SIZE_M"])
+        j = i % len(self.w1s)
+        invoke_gemm(self.xq, self.w1s[j], self.h, None, s, e, n, self.topk, False, cfg, self.xs, self.s1s[j],
+                    self.block_shape)
+        invoke_gemm(self.aq, self.w2s[j], self.y, self.tw_flat, s, e, n, 1, True, cfg, self.as_, self.s2s[j],
+                    self.block_shape)
 
     def layer(self, cfg, i=0):
         j = i % len(self.w1s)
