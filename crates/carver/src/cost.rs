@@ -614,6 +614,13 @@ impl<'a> Pricer<'a> {
         } else {
             0.0
         };
+        // Block scales: every K step loads its scales with plain loads, which Triton's pipeliner
+        // does not pipeline, and waits for them before scaling.
+        let scale_wait = if self.block_scales {
+            L2_HIT_LATENCY_CYCLES / clock
+        } else {
+            0.0
+        };
 
         let (epilogue_bytes_per_block, epilogue_rate) =
             self.epilogue_terms(c.block_m, c.block_n, c.split_k, c.swap_ab);
@@ -637,6 +644,7 @@ impl<'a> Pricer<'a> {
             single: (flops_per_iter / single_rate).max(smem_per_iter / self.smem_bw_sm)
                 + staged_issue
                 + rescale_issue
+                + scale_wait
                 + ITERATION_SYNC_CYCLES / clock,
             l2_mainloop,
             block_iters,

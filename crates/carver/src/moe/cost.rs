@@ -230,6 +230,40 @@ mod tests {
             .sum()
     }
 
+    /// With block scales every K step waits for its scale loads, which Triton does not pipeline:
+    /// one block of two warpgroups per SM waits alone, two blocks of one warpgroup cover each
+    /// other's waits. Measured on the H200 with the GEMMs timed alone
+    /// (benches/moe/runs/h200-2026-11-28-v7-fp8-holdout9-gemms): at M >= 1024, 64 x 256 with 8
+    /// warps took 1.07x the time of 64 x 128 with 4 warps (median of 16 points); without the wait
+    /// the model put it at 0.91x.
+    #[test]
+    fn block_scaled_steps_wait_for_their_scale_loads() {
+        let db = HardwareDb::embedded().unwrap();
+        let h200 = db.get("h200").unwrap();
+        let p = MoeTemplate::new(8, 2, 4096, 14336)
+            .with_tp(8)
+            .with_dtype(MoeDtype::Fp8W8a8)
+            .with_block_shape(Some([128, 128]))
+            .validate(h200)
+            .unwrap();
+        let config = |block_n, num_warps, num_stages| MoeConfig {
+            block_m: 64,
+            block_n,
+            block_k: 128,
+            group_m: 1,
+            num_warps,
+            num_stages,
+        };
+        for m in [1024, 2048, 4096] {
+            let wide = layer_time(&p, h200, m, config(256, 8, 5));
+            let narrow = layer_time(&p, h200, m, config(128, 4, 4));
+            assert!(
+                wide > narrow,
+                "M {m}: 64 x 256 x 8 warps {wide} <= 64 x 128 x 4 warps {narrow}"
+            );
+        }
+    }
+
     /// With block scales each K step's product is scaled before it is accumulated, after the
     /// step's tensor-core work: the two warpgroups of one 8-warp block do it in step, while two
     /// 4-warp blocks overlap one's scaling with the other's math. Measured on the H200
