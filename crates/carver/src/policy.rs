@@ -479,7 +479,7 @@ impl Search<'_> {
                 Node::Structure(j) => {
                     let s = &structures[j as usize];
                     if let Some(best) = self.price(s) {
-                        fastest.push(best.time_us);
+                        fastest.push(best.time_us, &best.tile);
                         out.push(best);
                         terms.push(s.terms);
                     }

@@ -6,10 +6,7 @@
 //! are correlated between similar configurations: eight near-copies of one tile succeed or fail
 //! together.
 
-use std::collections::BinaryHeap;
-
 use carver_arch::Arch;
-use ordered_float::OrderedFloat;
 
 use crate::family::{FamilyRules, LoadPaths, Resources};
 use crate::problem::Problem;
@@ -159,6 +156,7 @@ fn ordered_bits(time: f64) -> u64 {
 }
 
 /// The inverse of [`ordered_bits`].
+#[cfg(test)]
 fn from_ordered_bits(bits: u64) -> f64 {
     f64::from_bits(if bits >> 63 == 1 {
         bits & !(1 << 63)
@@ -175,44 +173,94 @@ fn window_limit(best: f64, kth: f64, window: f64) -> f64 {
 }
 
 /// No candidate slower than this is picked by [`select`]: past the diversity window's limit only
-/// the k fastest are taken.
+/// the fastest of the k fastest twin classes are taken (`kth` is the k-th class's time).
 fn pick_limit(best: f64, kth: f64, window: f64) -> f64 {
     kth.max(window_limit(best, kth, window))
 }
 
-/// The pick limit of a top-k ranking while candidates are still being priced: the policy stops
-/// pricing once the lower bound of everything left is past it. Infinite until `k` are known.
-pub(crate) struct PickBound {
+/// A configuration's twin class: the configuration with neither persistence nor a cluster.
+/// Both change how the grid's tiles are scheduled, not the tile or its pipeline; the model prices
+/// twins within a few percent of each other and they measure so (the H200 reference runs: the
+/// four twins of `olmo2-7b.down.m272`'s first pick took 53.4-56.4 us, `aya32b.qkv.m1`'s 49.0-50.8
+/// us), so a twin of a pick hedges little of the model's error ([`select`]).
+fn twin_class(t: &TileConfig) -> TileConfig {
+    TileConfig {
+        persistent: false,
+        cluster_m: 1,
+        cluster_n: 1,
+        ..*t
+    }
+}
+
+/// The fastest time of each of the `k` fastest twin classes seen (fewer until `k` are).
+struct FastestClasses {
     k: usize,
+    /// (fastest time, twin class), unordered; at most `k`.
+    classes: Vec<(f64, TileConfig)>,
+}
+
+impl FastestClasses {
+    fn new(k: usize) -> Self {
+        Self {
+            k,
+            classes: Vec::with_capacity(k),
+        }
+    }
+
+    fn push(&mut self, time: f64, tile: &TileConfig) {
+        let class = twin_class(tile);
+        if let Some(entry) = self.classes.iter_mut().find(|e| e.1 == class) {
+            entry.0 = entry.0.min(time);
+        } else if self.classes.len() < self.k {
+            self.classes.push((time, class));
+        } else if let Some(slowest) = self
+            .classes
+            .iter_mut()
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .filter(|e| time < e.0)
+        {
+            // A class pushed out earlier was slower than every class kept, so its fastest
+            // time is never below one it comes back with.
+            *slowest = (time, class);
+        }
+    }
+
+    /// The `k`-th fastest class's time (of the slowest class when fewer are known).
+    fn kth(&self) -> Option<f64> {
+        self.classes.iter().map(|e| e.0).reduce(f64::max)
+    }
+}
+
+/// The pick limit of a top-k ranking while candidates are still being priced: the policy stops
+/// pricing once the lower bound of everything left is past it. Infinite until `k` twin classes
+/// are known.
+pub(crate) struct PickBound {
     /// The ranking's diversity window.
     window: f64,
-    /// The k smallest times so far, a max-heap.
-    times: BinaryHeap<OrderedFloat<f64>>,
+    fastest: FastestClasses,
     best: f64,
 }
 
 impl PickBound {
     pub(crate) fn new(k: usize, window: f64) -> Self {
         Self {
-            k,
             window,
-            times: BinaryHeap::new(),
+            fastest: FastestClasses::new(k),
             best: f64::INFINITY,
         }
     }
 
-    pub(crate) fn push(&mut self, time: f64) {
+    pub(crate) fn push(&mut self, time: f64, tile: &TileConfig) {
         self.best = self.best.min(time);
-        self.times.push(OrderedFloat(time));
-        if self.times.len() > self.k {
-            self.times.pop();
-        }
+        self.fastest.push(time, tile);
     }
 
     /// [`pick_limit`] of the times pushed so far.
     pub(crate) fn limit(&self) -> f64 {
-        match self.times.peek() {
-            Some(kth) if self.times.len() >= self.k => pick_limit(self.best, kth.0, self.window),
+        match self.fastest.kth() {
+            Some(kth) if self.fastest.classes.len() >= self.fastest.k => {
+                pick_limit(self.best, kth, self.window)
+            }
             _ => f64::INFINITY,
         }
     }
@@ -222,7 +270,9 @@ impl PickBound {
 /// behind the fastest at most: [`diversity_window`]), the one
 /// with the lowest time penalized by its similarity to the closest pick so far (depth variants,
 /// see [`Candidate::depth_variant`], and register hedges among them); once none is left there,
-/// the fastest of the rest. Every tie goes to the faster candidate, then to the smaller [`key`].
+/// the fastest of the rest. A twin of a pick ([`twin_class`]: the same but for persistence or a
+/// cluster) waits until nothing else is left within the window or among the fastest of the k
+/// fastest twin classes. Every tie goes to the faster candidate, then to the smaller [`key`].
 ///
 /// The candidates must have distinct keys (the policy prices each configuration once). Nothing
 /// is sorted: the picks need only the fastest candidates and the window's minima.
@@ -249,11 +299,26 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
     let hedge_or_variant =
         |i: usize| any_estimated && (all[i].hedged_registers.is_some() || all[i].depth_variant);
     let estimated: Vec<usize> = (0..all.len()).filter(|&i| !hedge_or_variant(i)).collect();
-    let k = topk.min(estimated.len());
-    let mut scratch: Vec<u64> = estimated.iter().map(|&i| bits[i]).collect();
-    let (faster, &mut kth_bits, _) = scratch.select_nth_unstable(k - 1);
-    let best = from_ordered_bits(faster.iter().copied().fold(kth_bits, u64::min));
-    let limit = ordered_bits(window_limit(best, from_ordered_bits(kth_bits), window));
+    let mut classes = FastestClasses::new(topk);
+    for &i in &estimated {
+        classes.push(all[i].time_us, &all[i].tile);
+    }
+    // With fewer classes than picks, every estimated candidate may be picked (and the policy,
+    // whose limit stays infinite, priced all of them).
+    let kth = if classes.classes.len() < topk {
+        estimated
+            .iter()
+            .map(|&i| all[i].time_us)
+            .fold(f64::NEG_INFINITY, f64::max)
+    } else {
+        classes.kth().expect("some candidate is estimated")
+    };
+    let kth_bits = ordered_bits(kth);
+    let best = estimated
+        .iter()
+        .map(|&i| all[i].time_us)
+        .fold(f64::INFINITY, f64::min);
+    let limit = ordered_bits(window_limit(best, kth, window));
 
     let window: Vec<usize> = (0..all.len()).filter(|&i| bits[i] <= limit).collect();
     let first_slot = (0..window.len())
@@ -299,6 +364,9 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
         })
         .collect();
     let factors: [f64; SIMILAR + 1] = std::array::from_fn(|n| penalty(n as u8));
+    // Twin classes of the window's candidates and of the picks: a twin of a pick waits.
+    let window_class: Vec<TileConfig> = window.iter().map(|&i| twin_class(&all[i].tile)).collect();
+    let mut picked_classes: Vec<TileConfig> = vec![window_class[first_slot]];
     let mut picked: Vec<usize> = vec![window[first_slot]];
     // Window slots of the picks from the window, for their signatures.
     let mut picked_slots: Vec<usize> = vec![first_slot];
@@ -311,8 +379,8 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
             closest: 0,
         })
         .collect();
-    // Past the window only the fastest structures are taken, in order; they are among the k
-    // fastest.
+    // Past the window only the fastest structures are taken, in order; they are among the
+    // fastest of the k fastest twin classes.
     let mut beyond: Vec<usize> = estimated
         .iter()
         .copied()
@@ -320,14 +388,9 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
         .collect();
     beyond.sort_unstable_by(|&a, &b| before(a, b));
     let mut rest = beyond.into_iter();
+    // Twins of picks met past the window, for the last slots.
+    let mut waiting: Vec<usize> = Vec::new();
     while picked.len() < topk {
-        if open.is_empty() {
-            match rest.next() {
-                Some(i) => picked.push(i),
-                None => break,
-            }
-            continue;
-        }
         // The open candidate with the lowest penalized time. A candidate slower than the best
         // score so far cannot win (its penalty is at least 1), so its similarity to the picks
         // is brought up to date only when it might.
@@ -337,7 +400,9 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
             if winner.is_some_and(|(_, score, _)| o.time > score) {
                 continue;
             }
-            if structure_slot[o.slot].is_some_and(|slot| !picked_slots.contains(&slot)) {
+            if structure_slot[o.slot].is_some_and(|slot| !picked_slots.contains(&slot))
+                || picked_classes.contains(&window_class[o.slot])
+            {
                 continue;
             }
             for &pick in &picked_slots[o.seen..] {
@@ -364,15 +429,42 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
                 winner = Some((at, score, o.slot));
             }
         }
-        // (Only variants whose structure is not in the window could be left: they are not
-        // picked.)
-        let Some((at, _, _)) = winner else {
-            open.clear();
+        if let Some((at, _, _)) = winner {
+            let new = open.swap_remove(at).slot;
+            picked.push(window[new]);
+            picked_slots.push(new);
+            picked_classes.push(window_class[new]);
             continue;
+        }
+        // Nothing left in the window but twins of picks and variants whose structure is not
+        // in it (those are never picked): the next fastest of another class past it.
+        let mut next = None;
+        for i in rest.by_ref() {
+            let class = twin_class(&all[i].tile);
+            if picked_classes.contains(&class) {
+                waiting.push(i);
+            } else {
+                next = Some((i, class));
+                break;
+            }
+        }
+        let Some((i, class)) = next else {
+            break;
         };
-        let new = open.swap_remove(at).slot;
-        picked.push(window[new]);
-        picked_slots.push(new);
+        picked.push(i);
+        picked_classes.push(class);
+    }
+    // The twins of picks, fastest first, when nothing else is left.
+    if picked.len() < topk {
+        let mut twins: Vec<usize> = open
+            .iter()
+            .filter(|o| structure_slot[o.slot].is_none_or(|slot| picked_slots.contains(&slot)))
+            .map(|o| window[o.slot])
+            .chain(waiting)
+            .chain(rest)
+            .collect();
+        twins.sort_unstable_by(|&a, &b| before(a, b));
+        picked.extend(twins.into_iter().take(topk - picked.len()));
     }
     picked.into_iter().map(|i| all[i]).collect()
 }
@@ -514,6 +606,71 @@ mod tests {
             )),
             [(100.0, 4), (106.0, 5)]
         );
+    }
+
+    /// A twin of a pick (the same but for persistence or a cluster) waits while another
+    /// structure is left, in the window or past it, then fills the slots left, fastest first.
+    #[test]
+    fn twins_of_a_pick_wait_for_other_structures() {
+        let a = candidate(128, 256, 6, 100.0, false);
+        let twin = |persistent, cluster_m, time_us| Candidate {
+            tile: TileConfig {
+                persistent,
+                cluster_m,
+                ..a.tile
+            },
+            time_us,
+            ..a
+        };
+        let (a_persistent, a_cluster) = (twin(true, 1, 100.0), twin(false, 2, 100.5));
+        let b = candidate(256, 128, 6, 140.0, false);
+        let picks = |all: &[Candidate], k| {
+            select(all, k, DIVERSITY_WINDOW)
+                .iter()
+                .map(|c| (c.time_us, c.tile.persistent, c.tile.cluster_m))
+                .collect::<Vec<_>>()
+        };
+        // b is past the window (112 us), the twins within it: b still comes second.
+        assert_eq!(
+            picks(&[a_cluster, b, a_persistent, a], 3),
+            [(100.0, false, 1), (140.0, false, 1), (100.0, true, 1)]
+        );
+        assert_eq!(
+            picks(&[a_cluster, b, a_persistent, a], 4),
+            [
+                (100.0, false, 1),
+                (140.0, false, 1),
+                (100.0, true, 1),
+                (100.5, false, 2)
+            ]
+        );
+        // A structure in the window comes before the twins too, whatever its similarity.
+        let c = candidate(128, 256, 5, 108.0, false);
+        assert_eq!(
+            picks(&[a_cluster, c, a_persistent, a], 3),
+            [(100.0, false, 1), (108.0, false, 1), (100.0, true, 1)]
+        );
+    }
+
+    /// The k fastest twin classes keep each class's fastest time, whatever the order they come in.
+    #[test]
+    fn fastest_classes_keep_each_class_once() {
+        let a = candidate(128, 256, 6, 0.0, false).tile;
+        let a_persistent = TileConfig {
+            persistent: true,
+            ..a
+        };
+        let b = candidate(256, 128, 6, 0.0, false).tile;
+        let c = candidate(64, 128, 6, 0.0, false).tile;
+        let mut classes = FastestClasses::new(2);
+        for (time, tile) in [(30.0, &c), (12.0, &a_persistent), (20.0, &b), (10.0, &a)] {
+            classes.push(time, tile);
+        }
+        // a and its persistent twin are one class (10), then b (20); c was pushed out.
+        assert_eq!(classes.kth(), Some(20.0));
+        assert_eq!(classes.classes.len(), 2);
+        classes.push(15.0, &c);
+        assert_eq!(classes.kth(), Some(15.0));
     }
 
     #[test]
