@@ -56,3 +56,26 @@ def test_fidelity_compares_every_timed_prediction_with_its_measurement(tmp_path,
     assert rows[0][2] == pytest.approx(1.0) and rows[0][3] == pytest.approx(1.0)
     rs.main([path])
     assert "spearman 1.000, median |error| 100.0%" in capsys.readouterr().out
+
+
+def test_another_binarys_picks_are_looked_up_in_the_run(tmp_path, capsys):
+    cfg = lambda bm, group: {"block_m": bm, "block_n": 128, "block_k": 64, "stages": 4,  # noqa: E731
+                             "consumers": 1, "group_m": group, "cluster_m": 1, "persistent": False}
+    results = [{"shape": {"name": "a", "m": 64, "n": 4096, "k": 4096}, "dtype": "bf16",
+                "candidates": [{"model_rank": 1, "config": cfg(64, 1), "measured_time_us": 10.0},
+                               {"model_rank": 9, "config": cfg(128, 8), "measured_time_us": 8.0},
+                               {"model_rank": 10, "config": dict(cfg(192, 8), split_k=1),
+                                "measured_time_us": 9.0}]}]
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"results": results}))
+    # The other binary picks 192 (timed, with split_k written), 128 in group 1 (timed in group 8
+    # only), and 256 (never timed).
+    hints = [{"config": cfg(192, 8)}, {"config": cfg(128, 1)}, {"config": cfg(256, 8)}]
+    fake = tmp_path / "carver"
+    fake.write_text("#!/usr/bin/env python3\nimport json\n"
+                    f"print(json.dumps({{'results': [{{'hints': {hints!r}}}]}}))\n")
+    fake.chmod(0o755)
+    assert rs.other_picks(str(run), 3, str(fake), "h200") == [("a", 8.0 / 9.0, 8.0 / 9.0, 2)]
+    assert rs.other_picks(str(run), 3, str(fake), "h200", any_group=True) == [("a", 8.0 / 9.0, 1.0, 1)]
+    rs.main(["--carver", str(fake), "--any-group", str(run)])
+    assert "1 picks not timed (a pick in another group stands for one not timed)" in capsys.readouterr().out
