@@ -621,12 +621,13 @@ impl Search<'_> {
     /// The structure at its best launch order and pipeline depth (`None` when no depth fits).
     fn price(&self, s: &Structure) -> Option<Candidate> {
         let (p, arch, family, pricer) = (self.p, self.arch, self.family, self.pricer);
-        // The launch order only changes DRAM traffic: take the group that moves the fewest
-        // bytes (the smallest among equals), and none when A and B fit in the L2 anyway or
-        // there is a single tile row.
-        let base = if self.order_matters && u64::from(s.tile.block_m) < p.m {
+        // The launch order: the group that moves the fewest DRAM bytes, and among groups that
+        // move as many (every group, when A and B fit in the L2) the one that launches a column
+        // of tile rows together ([`choose_group`]). One tile row has no order to choose.
+        let tiles_m = p.m.div_ceil(u64::from(s.tile.block_m));
+        let base = if tiles_m > 1 && family.groups().len() > 1 {
             TileConfig {
-                raster: choose_group(pricer, &s.terms, family, arch, s.tile, s.res),
+                raster: choose_group(self, &s.terms, s.tile, s.res, tiles_m),
                 ..s.tile
             }
         } else {
@@ -636,31 +637,64 @@ impl Search<'_> {
     }
 }
 
-/// The launch order (of the family's groups) whose main loop moves the fewest DRAM bytes.
+/// The launch order (of the family's groups) whose main loop moves the fewest DRAM bytes; among
+/// groups that move as many (all of them when A and B fit in the L2), an unsplit structure takes
+/// the smallest group that covers its `tiles_m` tile rows (the largest when none does), so the
+/// blocks that read one B panel launch together, and a split one the smallest group.
+///
+/// Launched together, the readers of a B panel find it in the L2 at the same time. Measured on
+/// the H200 (`cuda-sm90`, unsplit, at least two tile rows): on six fresh shapes, group 8 ran
+/// 1.00-1.20x as fast as group 1 (median 1.06; `crates/carver-gpu/measurements/h200-issue15-group-ab`),
+/// and over 31 pairs of the reference runs 0.97-1.34x (median 1.04); with split-K the pairs went
+/// both ways (0.82-1.32x), so a split structure keeps the smallest group.
 fn choose_group(
-    pricer: &Pricer,
+    search: &Search,
     terms: &StructureTerms,
-    family: &dyn FamilyRules,
-    arch: &Arch,
     plain: TileConfig,
     res: Resources,
+    tiles_m: u64,
 ) -> Raster {
-    let mut best = (f64::INFINITY, plain.raster);
-    let occupancy = blocks_per_sm(&plain, res, arch);
-    for &group in family.groups() {
+    let (pricer, family) = (search.pricer, search.family);
+    let occupancy = blocks_per_sm(&plain, res, search.arch);
+    let with_group = |group| Raster {
+        group,
+        ..plain.raster
+    };
+    let traffic = |group| {
         let tile = TileConfig {
-            raster: Raster {
-                group,
-                ..plain.raster
-            },
+            raster: with_group(group),
             ..plain
         };
-        let bytes = pricer.launch_order_traffic(terms, &tile, occupancy);
-        if bytes < best.0 * (1.0 - 1e-9) {
-            best = (bytes, tile.raster);
+        pricer.launch_order_traffic(terms, &tile, occupancy)
+    };
+    // Among the groups that move the fewest bytes (the family lists them ascending): the first,
+    // the first that covers the tile rows, and the last.
+    let mut least = f64::INFINITY;
+    let (mut first, mut covering, mut last) = (None, None, None);
+    for &group in family.groups() {
+        let bytes = if search.order_matters {
+            traffic(group)
+        } else {
+            0.0
+        };
+        if bytes < least * (1.0 - 1e-9) {
+            least = bytes;
+            (first, covering, last) = (None, None, None);
+        }
+        if bytes <= least * (1.0 + 1e-9) {
+            first.get_or_insert(group);
+            if covering.is_none() && u64::from(group) >= tiles_m {
+                covering = Some(group);
+            }
+            last = Some(group);
         }
     }
-    best.1
+    let group = if plain.split_k == 1 {
+        covering.or(last)
+    } else {
+        first
+    };
+    group.map_or(plain.raster, with_group)
 }
 
 /// Resources of `tile` (at the family's shallowest depth) when it is legal there.
@@ -812,6 +846,45 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Where the launch order moves no DRAM bytes (both operands fit in the L2), an unsplit
+    /// structure launches a column of its tile rows together (the smallest group that covers
+    /// them, else the largest) and a split one keeps the smallest group.
+    #[test]
+    fn unsplit_tile_rows_launch_together_when_the_order_moves_no_bytes() {
+        let db = HardwareDb::embedded().unwrap();
+        let arch = db.get("h200").unwrap();
+        let family = Family::CudaSm90.rules();
+        let mut checked = (0, 0);
+        for (m, n, k) in [(192, 4096, 2048), (128, 1024, 8192), (96, 1024, 4096)] {
+            let p = MatmulTemplate::new(m, n, k)
+                .with_dtype(DType::Bf16)
+                .with_family(Family::CudaSm90)
+                .validate(arch)
+                .unwrap();
+            assert!(!launch_order_matters(&p, arch));
+            for c in candidates_for_topk(family, &p, arch, Some(8)) {
+                let tiles_m = p.m.div_ceil(u64::from(c.tile.block_m));
+                let group = c.tile.raster.group;
+                if tiles_m < 2 {
+                    continue;
+                }
+                if c.tile.split_k == 1 {
+                    let covering = family
+                        .groups()
+                        .iter()
+                        .copied()
+                        .find(|&g| u64::from(g) >= tiles_m);
+                    assert_eq!(Some(group), covering.or(Some(16)), "{:?}", c.tile);
+                    checked.0 += 1;
+                } else {
+                    assert_eq!(group, 1, "{:?}", c.tile);
+                    checked.1 += 1;
+                }
+            }
+        }
+        assert!(checked.0 > 0 && checked.1 > 0, "{checked:?}");
     }
 
     #[test]
