@@ -105,9 +105,17 @@ fn shared_parameters(a: &[u16; 8], b: &[u16; 8]) -> u8 {
     (a.iter().zip(b).filter(|(x, y)| x == y).count() - 1) as u8
 }
 
+/// A hash of some of a configuration's fields (FxHash's step: a multiply by an odd constant
+/// after mixing each field in).
+fn fields_hash(fields: &[u32]) -> u64 {
+    fields.iter().fold(0u64, |h, &f| {
+        (h.rotate_left(5) ^ u64::from(f)).wrapping_mul(0x517c_c1b7_2722_0a95)
+    })
+}
+
 /// A hash of `t` without its pipeline depth: equal for a structure and its depth variants.
 fn structure_hash(t: &TileConfig) -> u64 {
-    let fields = [
+    fields_hash(&[
         t.block_m,
         t.block_n,
         t.block_k,
@@ -121,11 +129,7 @@ fn structure_hash(t: &TileConfig) -> u64 {
         u32::from(t.persistent),
         t.mma as u32,
         u32::from(t.swap_ab),
-    ];
-    // FxHash's step: a multiply by an odd constant after mixing each field in.
-    fields.iter().fold(0u64, |h, &f| {
-        (h.rotate_left(5) ^ u64::from(f)).wrapping_mul(0x517c_c1b7_2722_0a95)
-    })
+    ])
 }
 
 /// The factor on a candidate's time when it shares `n` structural parameters with the
@@ -182,13 +186,42 @@ fn pick_limit(best: f64, kth: f64, window: f64) -> f64 {
 /// Both change how the grid's tiles are scheduled, not the tile or its pipeline; the model prices
 /// twins within a few percent of each other and they measure so (the H200 reference runs: the
 /// four twins of `olmo2-7b.down.m272`'s first pick took 53.4-56.4 us, `aya32b.qkv.m1`'s 49.0-50.8
-/// us), so a twin of a pick hedges little of the model's error ([`select`]).
-fn twin_class(t: &TileConfig) -> TileConfig {
-    TileConfig {
+/// us), so a twin of a pick hedges little of the model's error ([`select`]). Compared by a hash
+/// first: the ranking compares classes for every candidate it weighs.
+#[derive(Clone, Copy, Debug)]
+struct TwinClass {
+    hash: u64,
+    tile: TileConfig,
+}
+
+impl PartialEq for TwinClass {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.tile == other.tile
+    }
+}
+
+fn twin_class(t: &TileConfig) -> TwinClass {
+    let tile = TileConfig {
         persistent: false,
         cluster_m: 1,
         cluster_n: 1,
         ..*t
+    };
+    TwinClass {
+        hash: fields_hash(&[
+            t.block_m,
+            t.block_n,
+            t.block_k,
+            t.warps_m,
+            t.warps_n,
+            t.producer_warps,
+            t.stages,
+            t.raster.group,
+            t.split_k,
+            t.mma as u32,
+            u32::from(t.swap_ab),
+        ]),
+        tile,
     }
 }
 
@@ -196,7 +229,9 @@ fn twin_class(t: &TileConfig) -> TileConfig {
 struct FastestClasses {
     k: usize,
     /// (fastest time, twin class), unordered; at most `k`.
-    classes: Vec<(f64, TileConfig)>,
+    classes: Vec<(f64, TwinClass)>,
+    /// The slowest of those times (`kth`).
+    slowest: f64,
 }
 
 impl FastestClasses {
@@ -204,30 +239,36 @@ impl FastestClasses {
         Self {
             k,
             classes: Vec::with_capacity(k),
+            slowest: f64::NEG_INFINITY,
         }
     }
 
     fn push(&mut self, time: f64, tile: &TileConfig) {
+        // With k classes known, a time no faster than all of them changes nothing (a class it
+        // belongs to keeps its faster time).
+        if self.classes.len() >= self.k && time >= self.slowest {
+            return;
+        }
         let class = twin_class(tile);
         if let Some(entry) = self.classes.iter_mut().find(|e| e.1 == class) {
             entry.0 = entry.0.min(time);
         } else if self.classes.len() < self.k {
             self.classes.push((time, class));
-        } else if let Some(slowest) = self
-            .classes
-            .iter_mut()
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .filter(|e| time < e.0)
-        {
+        } else if let Some(slowest) = self.classes.iter_mut().max_by(|a, b| a.0.total_cmp(&b.0)) {
             // A class pushed out earlier was slower than every class kept, so its fastest
             // time is never below one it comes back with.
             *slowest = (time, class);
         }
+        self.slowest = self
+            .classes
+            .iter()
+            .map(|e| e.0)
+            .fold(f64::NEG_INFINITY, f64::max);
     }
 
     /// The `k`-th fastest class's time (of the slowest class when fewer are known).
     fn kth(&self) -> Option<f64> {
-        self.classes.iter().map(|e| e.0).reduce(f64::max)
+        (!self.classes.is_empty()).then_some(self.slowest)
     }
 }
 
@@ -365,8 +406,8 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
         .collect();
     let factors: [f64; SIMILAR + 1] = std::array::from_fn(|n| penalty(n as u8));
     // Twin classes of the window's candidates and of the picks: a twin of a pick waits.
-    let window_class: Vec<TileConfig> = window.iter().map(|&i| twin_class(&all[i].tile)).collect();
-    let mut picked_classes: Vec<TileConfig> = vec![window_class[first_slot]];
+    let window_class: Vec<TwinClass> = window.iter().map(|&i| twin_class(&all[i].tile)).collect();
+    let mut picked_classes: Vec<TwinClass> = vec![window_class[first_slot]];
     let mut picked: Vec<usize> = vec![window[first_slot]];
     // Window slots of the picks from the window, for their signatures.
     let mut picked_slots: Vec<usize> = vec![first_slot];
