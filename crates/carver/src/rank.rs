@@ -105,23 +105,17 @@ fn shared_parameters(a: &[u16; 8], b: &[u16; 8]) -> u8 {
     (a.iter().zip(b).filter(|(x, y)| x == y).count() - 1) as u8
 }
 
-/// A hash of some of a configuration's fields (FxHash's step: a multiply by an odd constant
-/// after mixing each field in).
-fn fields_hash(fields: &[u32]) -> u64 {
-    fields.iter().fold(0u64, |h, &f| {
-        (h.rotate_left(5) ^ u64::from(f)).wrapping_mul(0x517c_c1b7_2722_0a95)
-    })
-}
-
-/// A hash of `t` without its pipeline depth: equal for a structure and its depth variants.
-fn structure_hash(t: &TileConfig) -> u64 {
-    fields_hash(&[
+/// A hash of a configuration's fields (FxHash's step: a multiply by an odd constant after
+/// mixing each field in). Lookups by it compare the configurations themselves too.
+fn tile_hash(t: &TileConfig) -> u64 {
+    [
         t.block_m,
         t.block_n,
         t.block_k,
         t.warps_m,
         t.warps_n,
         t.producer_warps,
+        t.stages,
         t.raster.group,
         t.split_k,
         t.cluster_m,
@@ -129,7 +123,16 @@ fn structure_hash(t: &TileConfig) -> u64 {
         u32::from(t.persistent),
         t.mma as u32,
         u32::from(t.swap_ab),
-    ])
+    ]
+    .iter()
+    .fold(0u64, |h, &f| {
+        (h.rotate_left(5) ^ u64::from(f)).wrapping_mul(0x517c_c1b7_2722_0a95)
+    })
+}
+
+/// A hash of `t` without its pipeline depth: equal for a structure and its depth variants.
+fn structure_hash(t: &TileConfig) -> u64 {
+    tile_hash(&TileConfig { stages: 0, ..*t })
 }
 
 /// The factor on a candidate's time when it shares `n` structural parameters with the
@@ -208,19 +211,7 @@ fn twin_class(t: &TileConfig) -> TwinClass {
         ..*t
     };
     TwinClass {
-        hash: fields_hash(&[
-            t.block_m,
-            t.block_n,
-            t.block_k,
-            t.warps_m,
-            t.warps_n,
-            t.producer_warps,
-            t.stages,
-            t.raster.group,
-            t.split_k,
-            t.mma as u32,
-            u32::from(t.swap_ab),
-        ]),
+        hash: tile_hash(&tile),
         tile,
     }
 }
