@@ -237,7 +237,7 @@ impl FastestClasses {
     fn push(&mut self, time: f64, tile: &TileConfig) {
         // With k classes known, a time no faster than all of them changes nothing (a class it
         // belongs to keeps its faster time).
-        if self.classes.len() >= self.k && time >= self.slowest {
+        if self.is_full() && time >= self.slowest {
             return;
         }
         let class = twin_class(tile);
@@ -255,6 +255,11 @@ impl FastestClasses {
             .iter()
             .map(|e| e.0)
             .fold(f64::NEG_INFINITY, f64::max);
+    }
+
+    /// Whether `k` classes are known.
+    fn is_full(&self) -> bool {
+        self.classes.len() >= self.k
     }
 
     /// The `k`-th fastest class's time (of the slowest class when fewer are known).
@@ -290,9 +295,7 @@ impl PickBound {
     /// [`pick_limit`] of the times pushed so far.
     pub(crate) fn limit(&self) -> f64 {
         match self.fastest.kth() {
-            Some(kth) if self.fastest.classes.len() >= self.fastest.k => {
-                pick_limit(self.best, kth, self.window)
-            }
+            Some(kth) if self.fastest.is_full() => pick_limit(self.best, kth, self.window),
             _ => f64::INFINITY,
         }
     }
@@ -337,7 +340,7 @@ pub fn select(all: &[Candidate], topk: usize, window: f64) -> Vec<Candidate> {
     }
     // With fewer classes than picks, every estimated candidate may be picked (and the policy,
     // whose limit stays infinite, priced all of them).
-    let kth = if classes.classes.len() < topk {
+    let kth = if !classes.is_full() {
         estimated
             .iter()
             .map(|&i| all[i].time_us)

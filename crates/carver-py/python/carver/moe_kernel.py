@@ -503,55 +503,39 @@ class LayerRunner:
                          aligned=self.aligned(cfg["BLOCK_SIZE_M"]))
 
 
-class Fp8LayerRunner:
+class Fp8LayerRunner(LayerRunner):
     """LayerRunner for fp8 w8a8 weights (`quantize_weights_fp8`): `launch(cfg, i)` enqueues
-    exactly the gate/up GEMM and the down GEMM on weight copy i, as LayerRunner does. The
-    activations' fp8 quantisation (per tensor, or per token and K block) is done once up front,
-    like the align step: it does not depend on the config, and this module's unfused PyTorch
-    quantisation (a dozen kernels with fp32 intermediates, where vLLM runs one fused kernel)
-    would add the same hundreds of microseconds to every config at large batches and compress
-    the ratios between configs. `layer(cfg, i)` is the whole layer, quantisation included, for
-    checking results."""
+    exactly the gate/up GEMM and the down GEMM on weight copy i. The activations' fp8
+    quantisation (per tensor, or per token and K block) is done once up front, like the align
+    step: it does not depend on the config, and this module's unfused PyTorch quantisation (a
+    dozen kernels with fp32 intermediates, where vLLM runs one fused kernel) would add the same
+    hundreds of microseconds to every config at large batches and compress the ratios between
+    configs. `layer(cfg, i)` is the whole layer, quantisation included, for checking results."""
 
     def __init__(self, x, w1s, w2s, s1s, s2s, topk_weights, topk_ids, block_shape=None):
-        torch = _torch()
-        self.x, self.w1s, self.w2s, self.s1s, self.s2s = x, list(w1s), list(w2s), list(s1s), list(s2s)
-        self.tw, self.ti, self.block_shape = topk_weights, topk_ids, block_shape
-        self.tw_flat = topk_weights.reshape(-1).contiguous()
-        tokens, K = x.shape
-        N2 = self.w1s[0].shape[1]
-        self.topk = topk_ids.shape[1]
-        pairs = tokens * self.topk
-        self.h = torch.empty((pairs, N2), dtype=x.dtype, device=x.device)
-        self.y = torch.empty((pairs, K), dtype=x.dtype, device=x.device)
+        super().__init__(x, w1s, w2s, topk_weights, topk_ids)
+        self.s1s, self.s2s, self.block_shape = list(s1s), list(s2s), block_shape
         self.xq, self.xs = _quant_fp8(x, block_shape)
-        # A real activation (no zeros) for the down GEMM's input, quantised as the layer does.
-        act = (torch.randn((pairs, N2 // 2), dtype=torch.float32, device=x.device) * 0.5).to(x.dtype)
-        self.aq, self.as_ = _quant_fp8(act, block_shape)
-        self._aligned = {}
-
-    def aligned(self, bm):
-        if bm not in self._aligned:
-            self._aligned[bm] = align_block_size(self.ti, bm, self.w1s[0].shape[0])
-        return self._aligned[bm]
+        # The down GEMM's input, quantised as the layer does.
+        self.aq, self.as_ = _quant_fp8(self.act, block_shape)
 
     def launch(self, cfg, i=0):
         s, e, n = self.aligned(cfg["BLOCK_SIZE_M"])
         j = i % len(self.w1s)
         invoke_gemm(self.xq, self.w1s[j], self.h, None, s, e, n, self.topk, False, cfg, self.xs, self.s1s[j],
                     self.block_shape)
-        invoke_gemm(self.aq, self.w2s[j], self.y, self.tw_flat, s, e, n, 1, True, cfg, self.as_, self.s2s[j],
+        invoke_gemm(self.aq, self.w2s[j], self.y, self.tw, s, e, n, 1, True, cfg, self.as_, self.s2s[j],
                     self.block_shape)
 
     def layer(self, cfg, i=0):
         j = i % len(self.w1s)
-        return fused_moe(self.x, self.w1s[j], self.w2s[j], self.tw, self.ti, cfg,
+        return fused_moe(self.x, self.w1s[j], self.w2s[j], self.tw.view(self.tokens, self.topk), self.ti, cfg,
                          aligned=self.aligned(cfg["BLOCK_SIZE_M"]), w1_scale=self.s1s[j], w2_scale=self.s2s[j],
                          block_shape=self.block_shape)
 
     def reference(self):
-        return moe_reference(self.x, self.w1s[0], self.w2s[0], self.tw, self.ti, self.s1s[0], self.s2s[0],
-                             self.block_shape)
+        return moe_reference(self.x, self.w1s[0], self.w2s[0], self.tw.view(self.tokens, self.topk), self.ti,
+                             self.s1s[0], self.s2s[0], self.block_shape)
 
 
 # Bytes of weights a timing loop's launches read in turn before one comes back to the same
