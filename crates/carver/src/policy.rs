@@ -399,8 +399,8 @@ impl Search<'_> {
         bks: &[u32],
         topk: Option<usize>,
     ) -> (Vec<Candidate>, Vec<StructureTerms>) {
-        let mut out = Vec::with_capacity(64);
-        let mut terms = Vec::with_capacity(64);
+        let mut out = Vec::with_capacity(256);
+        let mut terms = Vec::with_capacity(256);
         let Some(topk) = topk else {
             // The whole space: nothing to prune, no order needed.
             let (layouts, groups) = self.groups(bms, bns, bks);
@@ -427,8 +427,9 @@ impl Search<'_> {
         // Expanded pairs' warp layouts and groups (with their pair), and the expanded groups'
         // structures.
         let mut layouts: Vec<Vec<WarpLayout>> = vec![Vec::new(); pairs.len()];
-        let mut groups: Vec<(usize, TileGroup)> = Vec::new();
-        let mut structures: Vec<Structure> = Vec::new();
+        // Sized for a typical search up front (growing them was a few percent of a call).
+        let mut groups: Vec<(usize, TileGroup)> = Vec::with_capacity(4 * pairs.len());
+        let mut structures: Vec<Structure> = Vec::with_capacity(256);
         // Best bound first. Bounds are finite and non-negative, so their bit patterns sort as
         // the numbers do.
         let key = |bound: f64| (bound * 1e6).to_bits();
@@ -440,6 +441,7 @@ impl Search<'_> {
                 Reverse((key(bound), Node::Pair(i as u32)))
             })
             .collect();
+        queue.reserve(8 * pairs.len());
         let mut fastest = PickBound::new(topk, self.window);
         while let Some(Reverse((bound_bits, node))) = queue.pop() {
             // Rounding in the bound's different order of sums must not prune a tie.
