@@ -1,6 +1,6 @@
 //! The layering ARCHITECTURE.md promises, checked on the sources: no import cycles between the
 //! files of a crate, a CLI that only parses, calls a flow and renders, and a schema crate that
-//! depends on nothing of carver's.
+//! depends on nothing of carver's; and every test or function it names still exists.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -246,4 +246,91 @@ fn the_schema_crate_depends_on_serde_only() {
         names.iter().all(|n| *n == "serde" || *n == "serde_json"),
         "carver-schema depends on {names:?}"
     );
+}
+
+/// Long `snake_case` names between backticks in `text`: the names a document cites (tests,
+/// functions, fields, examples), not prose.
+fn cited_names(text: &str) -> BTreeSet<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| {
+            s.len() >= 12
+                && s.starts_with(|c: char| c.is_ascii_lowercase())
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                && s.contains('_')
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether `source` defines `name`: a function, a field or a Python function.
+fn defines(source: &str, name: &str) -> bool {
+    [
+        format!("fn {name}("),
+        format!("fn {name}<"),
+        format!("def {name}("),
+        format!("{name}: "),
+    ]
+    .iter()
+    .any(|pattern| source.contains(pattern.as_str()))
+}
+
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            source_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs" || e == "py") {
+            out.push(path);
+        }
+    }
+}
+
+/// A test, function, field or example that ARCHITECTURE.md names still exists: an invariant
+/// that names its test must not name one that was renamed or removed.
+#[test]
+fn every_name_architecture_md_cites_exists() {
+    let root = workspace();
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut files = Vec::new();
+    source_files(&root.join("crates"), &mut files);
+    source_files(&root.join("benches"), &mut files);
+    let sources: Vec<(String, String)> = files
+        .iter()
+        .map(|f| {
+            let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+            (stem, std::fs::read_to_string(f).unwrap_or_default())
+        })
+        .collect();
+    let missing: Vec<String> = cited_names(&text)
+        .into_iter()
+        .filter(|name| {
+            !sources
+                .iter()
+                .any(|(stem, source)| stem == name || defines(source, name))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md cites names no source defines: {missing:?}"
+    );
+}
+
+#[test]
+fn the_citation_check_reads_backticked_names_only() {
+    let names = cited_names("test `a_test_that_exists` and `Short` or `not a_name` `x_y`");
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        ["a_test_that_exists"]
+    );
+    assert!(defines("fn a_test_that_exists() {}", "a_test_that_exists"));
+    assert!(!defines(
+        "fn a_test_that_exists_too() {}",
+        "a_test_that_exists"
+    ));
 }
