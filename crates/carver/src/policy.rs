@@ -384,6 +384,7 @@ enum Node {
 
 /// One structure (everything but the pipeline depth and the launch order), legal at the
 /// shallowest depth, with its resources there and its model terms.
+#[derive(Clone, Copy)]
 struct Structure {
     tile: TileConfig,
     res: Resources,
@@ -430,6 +431,8 @@ impl Search<'_> {
         // Sized for a typical search up front (growing them was a few percent of a call).
         let mut groups: Vec<(usize, TileGroup)> = Vec::with_capacity(4 * pairs.len());
         let mut structures: Vec<Structure> = Vec::with_capacity(256);
+        // Where each expanded group's structures lie in `structures`, by group.
+        let mut expanded: Vec<Option<(usize, usize)>> = Vec::with_capacity(4 * pairs.len());
         // Best bound first. Bounds are finite and non-negative, so their bit patterns sort as
         // the numbers do.
         let key = |bound: f64| (bound * 1e6).to_bits();
@@ -467,12 +470,37 @@ impl Search<'_> {
                         last = Some((g, bound));
                         queue.push(Reverse((key(bound), Node::Group(groups.len() as u32))));
                         groups.push((i as usize, g));
+                        expanded.push(None);
                     }
                 }
                 Node::Group(i) => {
-                    let (pair, group) = &groups[i as usize];
+                    let i = i as usize;
+                    let (pair, group) = groups[i];
                     let first = structures.len();
-                    self.expand_into(&layouts[*pair], group, bks, &mut structures);
+                    // Legality, resources and terms do not read persistence: a persistent twin
+                    // (`pair_groups` lists it right after its twin) reuses its twin's structures.
+                    let twin = i
+                        .checked_sub(1)
+                        .filter(|&j| {
+                            groups[j].0 == pair && groups[j].1.same_but_persistence(&group)
+                        })
+                        .and_then(|j| expanded[j]);
+                    match twin {
+                        Some((from, to)) => {
+                            for j in from..to {
+                                let s = structures[j];
+                                structures.push(Structure {
+                                    tile: TileConfig {
+                                        persistent: group.persistent,
+                                        ..s.tile
+                                    },
+                                    ..s
+                                });
+                            }
+                        }
+                        None => self.expand_into(&layouts[pair], &group, bks, &mut structures),
+                    }
+                    expanded[i] = Some((first, structures.len()));
                     for (j, s) in structures.iter().enumerate().skip(first) {
                         let bound = self.pricer.lower_bound(&s.terms, &s.tile);
                         queue.push(Reverse((key(bound), Node::Structure(j as u32))));
@@ -841,6 +869,50 @@ mod tests {
                     let bound = pricer.lower_bound(&s.terms, &s.tile);
                     prop_assert!(group_bound <= bound * (1.0 + 1e-9),
                         "{group:?}: {group_bound} > {bound} of {:?}", s.tile);
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+        /// What the search's reuse of a persistent group's structures assumes: expanding the
+        /// persistent twin of a group gives the group's structures with persistence set, with
+        /// the same resources and terms (legality and terms do not read persistence).
+        #[test]
+        fn a_persistent_twin_expands_to_its_twins_structures(
+            m in dim(), n in dim(), k in dim(),
+            target in prop::sample::select(Family::ALL.to_vec()),
+            arch_key in prop::sample::select(vec!["h100-sxm", "h200", "a100-sxm4-80gb", "b200"]),
+            dtype in prop::sample::select(vec![DType::F16, DType::Bf16, DType::E4m3]),
+            b_col in any::<bool>(),
+        ) {
+            let db = HardwareDb::embedded().unwrap();
+            let arch = db.get(arch_key).unwrap();
+            let tpl = MatmulTemplate::new(m, n, k)
+                .with_dtype(dtype)
+                .with_family(target)
+                .with_layouts(Layout::Row, if b_col { Layout::Col } else { Layout::Row });
+            let Ok(p) = tpl.validate(arch) else { return Ok(()) };
+            let family = target.rules();
+            let Some(pricer) = Pricer::new(family, &p, arch) else { return Ok(()) };
+            let window = window_for(family, &p, arch);
+            let search = Search { pricer: &pricer, family, p: &p, arch, order_matters: true, window };
+            let [bms, bns, bks] = family.block_sizes(&p, arch);
+            let (layouts, groups) = search.groups(&bms, &bns, &bks);
+            for pair in groups.windows(2) {
+                let ((a_pair, a), (b_pair, b)) = (pair[0], pair[1]);
+                if a_pair != b_pair || !a.same_but_persistence(&b) {
+                    continue;
+                }
+                let plain = search.expand(&layouts[a_pair], &a, &bks);
+                let twin = search.expand(&layouts[b_pair], &b, &bks);
+                prop_assert_eq!(plain.len(), twin.len());
+                for (x, y) in plain.iter().zip(&twin) {
+                    prop_assert_eq!(TileConfig { persistent: b.persistent, ..x.tile }, y.tile);
+                    prop_assert_eq!(x.res, y.res);
+                    prop_assert_eq!(format!("{:?}", x.terms), format!("{:?}", y.terms));
                 }
             }
         }
