@@ -9,18 +9,26 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// The files below `dir` whose extension is one of `extensions`.
+fn files_with(dir: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+            files_with(&path, extensions, out);
+        } else if path
+            .extension()
+            .is_some_and(|e| extensions.iter().any(|x| e == *x))
+        {
             out.push(path);
         }
     }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_with(dir, &["rs"], out);
 }
 
 /// `a/b.rs` and `a/b/mod.rs` -> `a::b`; `lib.rs` and `main.rs` -> `` (the crate root).
@@ -277,20 +285,6 @@ fn defines(source: &str, name: &str) -> bool {
     .any(|pattern| source.contains(pattern.as_str()))
 }
 
-fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            source_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs" || e == "py") {
-            out.push(path);
-        }
-    }
-}
-
 /// A test, function, field or example that ARCHITECTURE.md names still exists: an invariant
 /// that names its test must not name one that was renamed or removed.
 #[test]
@@ -298,8 +292,8 @@ fn every_name_architecture_md_cites_exists() {
     let root = workspace();
     let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
     let mut files = Vec::new();
-    source_files(&root.join("crates"), &mut files);
-    source_files(&root.join("benches"), &mut files);
+    files_with(&root.join("crates"), &["rs", "py"], &mut files);
+    files_with(&root.join("benches"), &["rs", "py"], &mut files);
     let sources: Vec<(String, String)> = files
         .iter()
         .map(|f| {

@@ -431,6 +431,8 @@ impl Search<'_> {
         // Sized for a typical search up front (growing them was a few percent of a call).
         let mut groups: Vec<(usize, TileGroup)> = Vec::with_capacity(4 * pairs.len());
         let mut structures: Vec<Structure> = Vec::with_capacity(256);
+        // Each structure's lower bound, by structure.
+        let mut bounds: Vec<f64> = Vec::with_capacity(256);
         // Where each expanded group's structures lie in `structures`, by group.
         let mut expanded: Vec<Option<(usize, usize)>> = Vec::with_capacity(4 * pairs.len());
         // Best bound first. Bounds are finite and non-negative, so their bit patterns sort as
@@ -485,6 +487,7 @@ impl Search<'_> {
                             groups[j].0 == pair && groups[j].1.same_but_persistence(&group)
                         })
                         .and_then(|j| expanded[j]);
+                    // Nor do their lower bounds.
                     match twin {
                         Some((from, to)) => {
                             for j in from..to {
@@ -496,13 +499,20 @@ impl Search<'_> {
                                     },
                                     ..s
                                 });
+                                bounds.push(bounds[j]);
                             }
                         }
-                        None => self.expand_into(&layouts[pair], &group, bks, &mut structures),
+                        None => {
+                            self.expand_into(&layouts[pair], &group, bks, &mut structures);
+                            bounds.extend(
+                                structures[first..]
+                                    .iter()
+                                    .map(|s| self.pricer.lower_bound(&s.terms, &s.tile)),
+                            );
+                        }
                     }
                     expanded[i] = Some((first, structures.len()));
-                    for (j, s) in structures.iter().enumerate().skip(first) {
-                        let bound = self.pricer.lower_bound(&s.terms, &s.tile);
+                    for (j, &bound) in bounds.iter().enumerate().skip(first) {
                         queue.push(Reverse((key(bound), Node::Structure(j as u32))));
                     }
                 }
@@ -824,6 +834,44 @@ mod tests {
         prop_oneof![1u64..=64, 1u64..=4096, 4096u64..=32768]
     }
 
+    /// Runs `check` on the search of one generated problem and its family's block sizes; a
+    /// problem the arch or the family refuses passes.
+    #[allow(clippy::too_many_arguments)]
+    fn with_search(
+        m: u64,
+        n: u64,
+        k: u64,
+        target: Family,
+        arch_key: &str,
+        dtype: DType,
+        b_col: bool,
+        check: impl FnOnce(&Search, [Vec<u32>; 3]) -> Result<(), TestCaseError>,
+    ) -> Result<(), TestCaseError> {
+        let db = HardwareDb::embedded().unwrap();
+        let arch = db.get(arch_key).unwrap();
+        let tpl = MatmulTemplate::new(m, n, k)
+            .with_dtype(dtype)
+            .with_family(target)
+            .with_layouts(Layout::Row, if b_col { Layout::Col } else { Layout::Row });
+        let Ok(p) = tpl.validate(arch) else {
+            return Ok(());
+        };
+        let family = target.rules();
+        let Some(pricer) = Pricer::new(family, &p, arch) else {
+            return Ok(());
+        };
+        let window = window_for(family, &p, arch);
+        let search = Search {
+            pricer: &pricer,
+            family,
+            p: &p,
+            arch,
+            order_matters: true,
+            window,
+        };
+        check(&search, family.block_sizes(&p, arch))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 96, .. ProptestConfig::default() })]
 
@@ -838,39 +886,31 @@ mod tests {
             dtype in prop::sample::select(vec![DType::F16, DType::Bf16, DType::Tf32, DType::E4m3, DType::I8]),
             b_col in any::<bool>(),
         ) {
-            let db = HardwareDb::embedded().unwrap();
-            let arch = db.get(arch_key).unwrap();
-            let tpl = MatmulTemplate::new(m, n, k)
-                .with_dtype(dtype)
-                .with_family(target)
-                .with_layouts(Layout::Row, if b_col { Layout::Col } else { Layout::Row });
-            let Ok(p) = tpl.validate(arch) else { return Ok(()) };
-            let family = target.rules();
-            let Some(pricer) = Pricer::new(family, &p, arch) else { return Ok(()) };
-            let window = window_for(family, &p, arch);
-            let search = Search { pricer: &pricer, family, p: &p, arch, order_matters: true, window };
-            let [bms, bns, bks] = family.block_sizes(&p, arch);
-            // A pair's bound holds for every group of the pair.
-            for &bm in &bms {
-                for &bn in &bns {
-                    let Some((_, groups)) = search.pair_groups(bm, bn, &bks) else { continue };
-                    let pair_bound = pricer.pair_lower_bound(bm, bn, *bks.iter().max().unwrap());
-                    for group in groups {
-                        let group_bound = pricer.group_lower_bound(&group);
-                        prop_assert!(pair_bound <= group_bound * (1.0 + 1e-9),
-                            "{bm} x {bn}: {pair_bound} > {group_bound} of {group:?}");
+            with_search(m, n, k, target, arch_key, dtype, b_col, |search, [bms, bns, bks]| {
+                let pricer = search.pricer;
+                // A pair's bound holds for every group of the pair.
+                for &bm in &bms {
+                    for &bn in &bns {
+                        let Some((_, groups)) = search.pair_groups(bm, bn, &bks) else { continue };
+                        let pair_bound = pricer.pair_lower_bound(bm, bn, *bks.iter().max().unwrap());
+                        for group in groups {
+                            let group_bound = pricer.group_lower_bound(&group);
+                            prop_assert!(pair_bound <= group_bound * (1.0 + 1e-9),
+                                "{bm} x {bn}: {pair_bound} > {group_bound} of {group:?}");
+                        }
                     }
                 }
-            }
-            let (layouts, groups) = search.groups(&bms, &bns, &bks);
-            for (pair, group) in groups {
-                let group_bound = pricer.group_lower_bound(&group);
-                for s in search.expand(&layouts[pair], &group, &bks) {
-                    let bound = pricer.lower_bound(&s.terms, &s.tile);
-                    prop_assert!(group_bound <= bound * (1.0 + 1e-9),
-                        "{group:?}: {group_bound} > {bound} of {:?}", s.tile);
+                let (layouts, groups) = search.groups(&bms, &bns, &bks);
+                for (pair, group) in groups {
+                    let group_bound = pricer.group_lower_bound(&group);
+                    for s in search.expand(&layouts[pair], &group, &bks) {
+                        let bound = pricer.lower_bound(&s.terms, &s.tile);
+                        prop_assert!(group_bound <= bound * (1.0 + 1e-9),
+                            "{group:?}: {group_bound} > {bound} of {:?}", s.tile);
+                    }
                 }
-            }
+                Ok(())
+            })?;
         }
     }
 
@@ -888,33 +928,24 @@ mod tests {
             dtype in prop::sample::select(vec![DType::F16, DType::Bf16, DType::E4m3]),
             b_col in any::<bool>(),
         ) {
-            let db = HardwareDb::embedded().unwrap();
-            let arch = db.get(arch_key).unwrap();
-            let tpl = MatmulTemplate::new(m, n, k)
-                .with_dtype(dtype)
-                .with_family(target)
-                .with_layouts(Layout::Row, if b_col { Layout::Col } else { Layout::Row });
-            let Ok(p) = tpl.validate(arch) else { return Ok(()) };
-            let family = target.rules();
-            let Some(pricer) = Pricer::new(family, &p, arch) else { return Ok(()) };
-            let window = window_for(family, &p, arch);
-            let search = Search { pricer: &pricer, family, p: &p, arch, order_matters: true, window };
-            let [bms, bns, bks] = family.block_sizes(&p, arch);
-            let (layouts, groups) = search.groups(&bms, &bns, &bks);
-            for pair in groups.windows(2) {
-                let ((a_pair, a), (b_pair, b)) = (pair[0], pair[1]);
-                if a_pair != b_pair || !a.same_but_persistence(&b) {
-                    continue;
+            with_search(m, n, k, target, arch_key, dtype, b_col, |search, [bms, bns, bks]| {
+                let (layouts, groups) = search.groups(&bms, &bns, &bks);
+                for pair in groups.windows(2) {
+                    let ((a_pair, a), (b_pair, b)) = (pair[0], pair[1]);
+                    if a_pair != b_pair || !a.same_but_persistence(&b) {
+                        continue;
+                    }
+                    let plain = search.expand(&layouts[a_pair], &a, &bks);
+                    let twin = search.expand(&layouts[b_pair], &b, &bks);
+                    prop_assert_eq!(plain.len(), twin.len());
+                    for (x, y) in plain.iter().zip(&twin) {
+                        prop_assert_eq!(TileConfig { persistent: b.persistent, ..x.tile }, y.tile);
+                        prop_assert_eq!(x.res, y.res);
+                        prop_assert_eq!(format!("{:?}", x.terms), format!("{:?}", y.terms));
+                    }
                 }
-                let plain = search.expand(&layouts[a_pair], &a, &bks);
-                let twin = search.expand(&layouts[b_pair], &b, &bks);
-                prop_assert_eq!(plain.len(), twin.len());
-                for (x, y) in plain.iter().zip(&twin) {
-                    prop_assert_eq!(TileConfig { persistent: b.persistent, ..x.tile }, y.tile);
-                    prop_assert_eq!(x.res, y.res);
-                    prop_assert_eq!(format!("{:?}", x.terms), format!("{:?}", y.terms));
-                }
-            }
+                Ok(())
+            })?;
         }
     }
 
