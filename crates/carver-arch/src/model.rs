@@ -130,6 +130,11 @@ impl DeviceMemory {
 pub struct L2Cache {
     pub size_bytes: u64,
     pub bandwidth_bytes_per_s: f64,
+    /// How many requests for one line, from blocks that read it at the same step, the L2 serves
+    /// as one (measured; absent: none counted). `bandwidth_bytes_per_s` is what the slices serve
+    /// to requests for distinct lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_coalescing: Option<f64>,
 }
 
 /// How a tensor-core instruction is issued.

@@ -186,6 +186,7 @@ fn l2(l: &L2Cache) -> schema::L2Cache {
     schema::L2Cache {
         size_bytes: l.size_bytes,
         bandwidth_bytes_per_s: l.bandwidth_bytes_per_s,
+        request_coalescing: l.request_coalescing,
     }
 }
 

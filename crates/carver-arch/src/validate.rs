@@ -213,6 +213,10 @@ fn memory(c: &Check, arch: &Arch) -> Result<(), ArchError> {
         m.bandwidth_bytes_per_s..=1e14,
         "B/s",
     )?;
+    if let Some(requests) = l2.request_coalescing {
+        // 1 is none; a handful of SMs reading in step is what has been measured.
+        c.real("l2.request_coalescing", requests, 1.0..=8.0, "")?;
+    }
     Ok(())
 }
 

@@ -510,6 +510,29 @@ fn bandwidth_off_by_two_is_rejected_with_the_derivation() {
 }
 
 #[test]
+fn l2_request_coalescing_outside_one_to_eight_is_rejected() {
+    for bad in ["0.5", "nan", "inf", "9.0"] {
+        let text = replace_once(
+            &h100_text(),
+            "request_coalescing = 2.0",
+            &format!("request_coalescing = {bad}"),
+        );
+        let err = expect_rejected("h100-sxm.toml", &text, &["l2.request_coalescing"]);
+        assert!(
+            matches!(err, ArchError::OutOfRange { ref field, .. } if field == "l2.request_coalescing"),
+            "{bad}: {err:?}"
+        );
+    }
+    // Absent is allowed: nothing is coalesced.
+    let text = replace_once(&h100_text(), "request_coalescing = 2.0\n", "");
+    let (_dir, result) = load_user_file("h100-sxm.toml", &text);
+    assert_eq!(
+        result.unwrap().get("h100").unwrap().l2.request_coalescing,
+        None
+    );
+}
+
+#[test]
 fn peak_that_disagrees_with_its_rate_is_rejected() {
     let text = replace_once(
         &h100_text(),

@@ -215,11 +215,14 @@ pub fn describe(a: &ArchDescription) -> String {
         vec![
             "L2".into(),
             format!(
-                "{:.1} MiB{}, {:.2} TB/s{}",
+                "{:.1} MiB{}, {:.2} TB/s{}{}",
                 a.l2.size_bytes as f64 / 1048576.0,
                 est("l2.size_bytes"),
                 a.l2.bandwidth_bytes_per_s / 1e12,
-                est("l2.bandwidth_bytes_per_s")
+                est("l2.bandwidth_bytes_per_s"),
+                a.l2.request_coalescing
+                    .map(|r| format!(", requests for one line coalesced up to {r}x"))
+                    .unwrap_or_default()
             ),
         ],
     ];

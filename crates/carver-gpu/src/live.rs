@@ -299,6 +299,7 @@ fn estimate_unknown(d: &DriverQuery, boost: f64) -> Arch {
         l2: L2Cache {
             size_bytes: d.l2_size_bytes,
             bandwidth_bytes_per_s: L2_TO_DRAM_ESTIMATE * dram,
+            request_coalescing: None,
         },
         tensor_instructions: generation
             .instructions

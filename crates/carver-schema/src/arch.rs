@@ -185,6 +185,10 @@ pub struct L2Cache {
     pub size_bytes: u64,
     /// L2-to-SM bandwidth of the whole GPU.
     pub bandwidth_bytes_per_s: f64,
+    /// How many requests for one line, from blocks that read it at the same step, the L2 serves
+    /// as one (measured; absent when not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_coalescing: Option<f64>,
 }
 
 /// A tensor-core instruction family and the shapes it accepts.

@@ -198,6 +198,7 @@ fn h100_description(calibrated: bool) -> ArchDescription {
         l2: L2Cache {
             size_bytes: 52428800,
             bandwidth_bytes_per_s: 7.85e12,
+            request_coalescing: Some(2.0),
         },
         tensor_instructions: vec![
             TensorInstruction {

@@ -417,6 +417,10 @@ pub struct Pricer<'a> {
     has_wgmma: bool,
     paths: LoadPaths,
     port: f64,
+    /// `l2.request_coalescing` of the arch: 1 where it is not measured, and for a batched launch
+    /// (a MoE layer's experts), which shares nothing it can count on: a group of rows past one
+    /// batch's tiles reads the next batch's B, and gathered A rows are not whole tiles.
+    l2_coalescing: f64,
     split_reduction: SplitKReduction,
     /// Seconds of the family's operand copies before the kernel (the same for every config).
     repack_time: f64,
@@ -457,6 +461,10 @@ impl<'a> Pricer<'a> {
                 .any(|i| i.family == InstructionFamily::Wgmma),
             paths: family.load_paths(p, arch),
             port: SM_L2_PORT_BYTES_PER_CLOCK * clock,
+            l2_coalescing: match p.batch {
+                1 => arch.l2.request_coalescing.unwrap_or(1.0),
+                _ => 1.0,
+            },
             split_reduction: family.split_k_reduction(),
             repack_time: {
                 let r = family.repack(p);
@@ -815,7 +823,7 @@ impl<'a> Pricer<'a> {
     /// The bound from its parts; it never falls when a part grows (but `l2_mainloop`, which
     /// callers take exactly).
     fn bound_of(&self, b: BoundParts) -> f64 {
-        let l2 = b.l2_mainloop / self.l2_bw;
+        let l2 = b.l2_mainloop / self.l2_floor_rate();
         let dram = b.dram_floor / self.dram_bw;
         let throughput = (b.compute.powi(4) + b.smem.powi(4) + l2.powi(4) + dram.powi(4))
             .sqrt()
@@ -833,6 +841,49 @@ impl<'a> Pricer<'a> {
             + self.repack_time
             + b.split_k_time
             + (main + fill + b.epilogue).max((b.dram_floor + b.c_bytes) / self.dram_bw)
+    }
+
+    /// Seconds the L2 takes to deliver `bytes` to `blocks` when its slices serve the `served`
+    /// share of them ([`Pricer::l2_served_fraction`]): what the slices save, the SMs' own fill
+    /// ports still carry.
+    fn l2_seconds(&self, bytes: f64, served: f64, blocks: f64) -> f64 {
+        if self.l2_coalescing > 1.0 {
+            bytes * (served / self.l2_bw).max(1.0 / (blocks.min(self.sms) * self.port))
+        } else {
+            bytes / self.l2_bw
+        }
+    }
+
+    /// The fastest the main loop's L2 bytes can arrive: every request coalesced as far as the
+    /// slices merge them, and at most every SM's port.
+    fn l2_floor_rate(&self) -> f64 {
+        (self.l2_bw * self.l2_coalescing)
+            .min(self.sms * self.port)
+            .max(self.l2_bw)
+    }
+
+    /// The share of the bytes the SMs receive from the L2 that its slices serve: blocks that read
+    /// one operand panel at the same K step have their requests for a line served once, up to
+    /// the arch's `l2.request_coalescing` (docs/RESULTS.md, "The L2 serves a shared panel's
+    /// requests once"). In the grouped launch order the consecutive blocks of a group's column
+    /// share its B panel; a launch that walks along N (one tile row, or groups of one row) shares
+    /// A instead. Blocks sharing an SM drift apart and coalesce less.
+    fn l2_served_fraction(&self, t: &StructureTerms, c: &TileConfig, blocks_per_sm: u32) -> f64 {
+        if self.l2_coalescing <= 1.0 {
+            return 1.0;
+        }
+        let rows = u64::from(c.raster.group).min(t.tiles_m).max(1);
+        let coalesced = |sharers: f64| {
+            1.0 + (sharers.min(self.l2_coalescing) - 1.0).max(0.0) / f64::from(blocks_per_sm.max(1))
+        };
+        let (a_sharers, b_sharers) = if rows > 1 {
+            (1.0, rows as f64)
+        } else {
+            (t.tiles_n as f64, 1.0)
+        };
+        let a = f64::from(c.block_m).min(self.p.m as f64);
+        let b = f64::from(c.block_n).min(self.p.n as f64);
+        (a / coalesced(a_sharers) + b / coalesced(b_sharers)) / (a + b)
     }
 
     /// Bytes the main loop reads from L2: every tile column reads all of A, every tile row all
@@ -957,8 +1008,11 @@ impl<'a> Pricer<'a> {
 
         // One stage's operands arrive after the memory latency plus their transfer at the SM's share
         // of L2 bandwidth (split among the SMs that are busy, at most the SM's own port);
-        // `stages - 1` stages in flight overlap that with the math.
-        let stage_transfer = |blocks: f64| l2_per_iter / (l2_bw / blocks.max(1.0)).min(port);
+        // `stages - 1` stages in flight overlap that with the math. The slices serve only the
+        // `served` share of the bytes the SMs receive.
+        let served = self.l2_served_fraction(t, c, blocks_per_sm);
+        let stage_transfer =
+            |blocks: f64| l2_per_iter / (l2_bw / (blocks.max(1.0) * served)).min(port);
 
         // `resident` blocks per SM (per-SM throughput), `blocks` in the whole wave (global bandwidth).
         let iteration = |resident: f64, blocks: f64| -> IterationTimes {
@@ -967,7 +1021,7 @@ impl<'a> Pricer<'a> {
             // Scaling runs on the FP32 lanes: resident blocks overlap it with their math.
             let compute = resident * ((flops_per_iter / tc_rate).max(rescale_issue) + staged_issue);
             let smem = resident * smem_per_iter / smem_bw_sm;
-            let l2 = blocks * l2_per_iter / l2_bw;
+            let l2 = self.l2_seconds(blocks * l2_per_iter, served, blocks);
             let dram = blocks * dram_per_iter / dram_bw;
             let single = t.single;
             let arrival = latency + stage_transfer(blocks);
@@ -1087,5 +1141,101 @@ impl<'a> Pricer<'a> {
             dram_total,
             slots,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::family::Family;
+    use crate::template::MatmulTemplate;
+    use crate::tile::{Raster, RasterOrder};
+    use carver_arch::HardwareDb;
+
+    fn tile(block_m: u32, block_n: u32, group: u32) -> TileConfig {
+        TileConfig {
+            block_m,
+            block_n,
+            block_k: 64,
+            warps_m: 1,
+            warps_n: 4,
+            producer_warps: 0,
+            stages: 3,
+            raster: Raster {
+                order: RasterOrder::GroupedRows,
+                group,
+            },
+            split_k: 1,
+            cluster_m: 1,
+            cluster_n: 1,
+            persistent: false,
+            mma: InstructionFamily::Wgmma,
+            swap_ab: false,
+        }
+    }
+
+    /// The served share of `c` on `arch_key` for an M x 8192 x 4096 problem (of `batch`).
+    fn served(arch_key: &str, m: u64, batch: u64, c: &TileConfig, blocks_per_sm: u32) -> f64 {
+        let db = HardwareDb::embedded().unwrap();
+        let arch = db.get(arch_key).unwrap();
+        let p = MatmulTemplate::new(m, 8192, 4096)
+            .with_dtype(DType::F16)
+            .with_batch(batch)
+            .with_family(Family::Triton)
+            .validate(arch)
+            .unwrap();
+        let pricer = Pricer::new(Family::Triton.rules(), &p, arch).unwrap();
+        pricer.l2_served_fraction(&pricer.terms(c), c, blocks_per_sm)
+    }
+
+    #[test]
+    fn consecutive_blocks_that_share_a_panel_are_served_once_per_coalesced_request() {
+        // Groups of 8 tile rows: the consecutive blocks of a column share its 256-wide B tile.
+        let wide = tile(64, 256, 8);
+        assert!((served("h200", 4096, 1, &wide, 1) - (64.0 + 256.0 / 2.0) / 320.0).abs() < 1e-12);
+        // Groups of one row walk along N: consecutive blocks share the 64-row A tile instead.
+        let row_major = tile(64, 256, 1);
+        assert!(
+            (served("h200", 4096, 1, &row_major, 1) - (64.0 / 2.0 + 256.0) / 320.0).abs() < 1e-12
+        );
+        // One tile row walks along N whatever the group.
+        assert_eq!(
+            served("h200", 64, 1, &wide, 1),
+            served("h200", 64, 1, &row_major, 1)
+        );
+        // Two blocks on an SM drift apart: half the saving.
+        let drifting = served("h200", 4096, 1, &wide, 2);
+        assert!((drifting - (64.0 + 256.0 / 1.5) / 320.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn only_a_measured_single_launch_counts_coalescing() {
+        let wide = tile(64, 256, 8);
+        // No figure in the A100's description: every byte is served.
+        assert_eq!(served("a100-sxm4-80gb", 4096, 1, &wide, 1), 1.0);
+        // A batched launch (a MoE layer's experts) counts none.
+        assert_eq!(served("h200", 4096, 4, &wide, 1), 1.0);
+    }
+
+    #[test]
+    fn the_fill_ports_carry_what_the_slices_save() {
+        let db = HardwareDb::embedded().unwrap();
+        let arch = db.get("h200").unwrap();
+        let p = MatmulTemplate::new(4096, 8192, 4096)
+            .with_dtype(DType::F16)
+            .with_family(Family::Triton)
+            .validate(arch)
+            .unwrap();
+        let pricer = Pricer::new(Family::Triton.rules(), &p, arch).unwrap();
+        let all_sms = f64::from(arch.sm.count);
+        let ports = 1.0 / (all_sms * pricer.port);
+        // Half served would beat the ports: they bind.
+        assert_eq!(pricer.l2_seconds(1.0, 0.5, all_sms), ports);
+        assert!(0.5 / pricer.l2_bw < ports);
+        // Nothing coalesced: the slices bind.
+        assert_eq!(pricer.l2_seconds(1.0, 1.0, all_sms), 1.0 / pricer.l2_bw);
+        // And the lower bound's rate is the faster of the two limits.
+        assert_eq!(pricer.l2_floor_rate(), all_sms * pricer.port);
     }
 }

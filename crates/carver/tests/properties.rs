@@ -25,6 +25,7 @@ fn target() -> impl Strategy<Value = Family> {
 fn arch_key() -> impl Strategy<Value = &'static str> {
     prop_oneof![
         Just("h100-sxm"),
+        Just("h200"),
         Just("a100-sxm4-80gb"),
         Just("l40s"),
         Just("rtx-4090")

@@ -61,8 +61,9 @@ fn a_two_stage_ring_behind_a_full_queue_hides_nothing() {
 fn the_rule_counts_instructions_per_sub_partition() {
     let tall = price(256, 128, 64, 8, 3);
     let wide = price(128, 256, 64, 8, 3);
-    assert!(latency_ratio(&tall, &wide) > 1.3);
-    // (Without the rule the two load the same bytes per stage and are priced alike.)
+    assert!(latency_ratio(&tall, &wide) > 1.2);
+    // (Without the rule the ratio is 1.11: the two load the same bytes per stage, but the
+    // consecutive blocks that share a B panel save the L2 more of the wide tile's bytes.)
     // One warpgroup over 128 x 128 x 64 issues 2 x 4 = 8 as well: no stage held, so it is
     // priced as its 8-warp twin at the same depth (measured level on every stored sweep).
     let one_group = price(128, 128, 64, 4, 4);
