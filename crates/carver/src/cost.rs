@@ -272,6 +272,8 @@ struct BoundParts {
     compute: f64,
     smem: f64,
     l2_mainloop: f64,
+    /// The fastest those L2 bytes can arrive ([`Pricer::l2_floor_rate`]).
+    l2_rate: f64,
     /// Bytes of A and B pulled from DRAM at the least.
     dram_floor: f64,
     /// Seconds of one block's own path through the main loop, and its iterations.
@@ -715,6 +717,7 @@ impl<'a> Pricer<'a> {
             compute: busiest * (t.flops_per_iter / best_rate + t.staged_issue),
             smem: busiest * t.smem_per_iter / self.smem_bw_sm,
             l2_mainloop: t.l2_mainloop,
+            l2_rate: self.l2_floor_rate(c.block_m, c.block_n, t.tiles_m, t.tiles_n),
             dram_floor: self.dram_floor_bytes(
                 (t.tiles_m, t.tiles_n),
                 (t.a_panel, t.b_panel),
@@ -756,6 +759,7 @@ impl<'a> Pricer<'a> {
             compute: share * 2.0 * bm * bn * k / best_rate,
             smem: share * 2.0 * (bm + bn) * k * self.e / self.smem_bw_sm,
             l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n),
+            l2_rate: self.l2_floor_rate(block_m, block_n, tiles_m, tiles_n),
             dram_floor: self.dram_floor_bytes(
                 (tiles_m, tiles_n),
                 (a_panel, b_panel),
@@ -806,6 +810,7 @@ impl<'a> Pricer<'a> {
             compute: busiest_blocks * (flops_per_block / best_rate + staged_per_block),
             smem: busiest_blocks * smem_per_block / self.smem_bw_sm,
             l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n),
+            l2_rate: self.l2_floor_rate(g.block_m, g.block_n, tiles_m, tiles_n),
             dram_floor: self.dram_floor_bytes(
                 (tiles_m, tiles_n),
                 (a_panel, b_panel),
@@ -823,7 +828,7 @@ impl<'a> Pricer<'a> {
     /// The bound from its parts; it never falls when a part grows (but `l2_mainloop`, which
     /// callers take exactly).
     fn bound_of(&self, b: BoundParts) -> f64 {
-        let l2 = b.l2_mainloop / self.l2_floor_rate();
+        let l2 = b.l2_mainloop / b.l2_rate;
         let dram = b.dram_floor / self.dram_bw;
         let throughput = (b.compute.powi(4) + b.smem.powi(4) + l2.powi(4) + dram.powi(4))
             .sqrt()
@@ -854,10 +859,19 @@ impl<'a> Pricer<'a> {
         }
     }
 
-    /// The fastest the main loop's L2 bytes can arrive: every request coalesced as far as the
-    /// slices merge them, and at most every SM's port.
-    fn l2_floor_rate(&self) -> f64 {
-        (self.l2_bw * self.l2_coalescing)
+    /// The fastest the main loop's L2 bytes can arrive for a `block_m` x `block_n` tile in any
+    /// launch order and at any occupancy: at the least share the slices serve
+    /// ([`Pricer::l2_served_fraction`] at one block per SM, sharing whichever operand saves
+    /// more), and at most every SM's port.
+    fn l2_floor_rate(&self, block_m: u32, block_n: u32, tiles_m: u64, tiles_n: u64) -> f64 {
+        if self.l2_coalescing <= 1.0 {
+            return self.l2_bw;
+        }
+        let most = |sharers: u64| (sharers as f64).min(self.l2_coalescing).max(1.0);
+        let a = f64::from(block_m).min(self.p.m as f64);
+        let b = f64::from(block_n).min(self.p.n as f64);
+        let served = ((a + b / most(tiles_m)) / (a + b)).min((a / most(tiles_n) + b) / (a + b));
+        (self.l2_bw / served)
             .min(self.sms * self.port)
             .max(self.l2_bw)
     }
@@ -1235,7 +1249,12 @@ mod tests {
         assert!(0.5 / pricer.l2_bw < ports);
         // Nothing coalesced: the slices bind.
         assert_eq!(pricer.l2_seconds(1.0, 1.0, all_sms), 1.0 / pricer.l2_bw);
-        // And the lower bound's rate is the faster of the two limits.
-        assert_eq!(pricer.l2_floor_rate(), all_sms * pricer.port);
+        // The lower bound's rate: a 128 x 128 tile served at best (128 + 128 / 2) / 256 of its
+        // bytes, below the ports' limit; a 64 x 256 tile's best share, 192 / 320, would beat
+        // the ports, which bind.
+        let rate = pricer.l2_floor_rate(128, 128, 32, 64);
+        assert_eq!(rate, pricer.l2_bw / (192.0 / 256.0));
+        assert!(rate < all_sms * pricer.port);
+        assert_eq!(pricer.l2_floor_rate(64, 256, 64, 32), all_sms * pricer.port);
     }
 }
