@@ -717,7 +717,7 @@ impl<'a> Pricer<'a> {
             compute: busiest * (t.flops_per_iter / best_rate + t.staged_issue),
             smem: busiest * t.smem_per_iter / self.smem_bw_sm,
             l2_mainloop: t.l2_mainloop,
-            l2_rate: self.l2_floor_rate(c.block_m, c.block_n, t.tiles_m, t.tiles_n),
+            l2_rate: self.l2_floor_rate(c.block_m, c.block_n, (t.tiles_m, t.tiles_n), units),
             dram_floor: self.dram_floor_bytes(
                 (t.tiles_m, t.tiles_n),
                 (t.a_panel, t.b_panel),
@@ -759,7 +759,8 @@ impl<'a> Pricer<'a> {
             compute: share * 2.0 * bm * bn * k / best_rate,
             smem: share * 2.0 * (bm + bn) * k * self.e / self.smem_bw_sm,
             l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n),
-            l2_rate: self.l2_floor_rate(block_m, block_n, tiles_m, tiles_n),
+            // (A split multiplies the blocks: every SM may be busy.)
+            l2_rate: self.l2_floor_rate(block_m, block_n, (tiles_m, tiles_n), u64::MAX),
             dram_floor: self.dram_floor_bytes(
                 (tiles_m, tiles_n),
                 (a_panel, b_panel),
@@ -810,7 +811,8 @@ impl<'a> Pricer<'a> {
             compute: busiest_blocks * (flops_per_block / best_rate + staged_per_block),
             smem: busiest_blocks * smem_per_block / self.smem_bw_sm,
             l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n),
-            l2_rate: self.l2_floor_rate(g.block_m, g.block_n, tiles_m, tiles_n),
+            // (Clusters round the launch up: it may keep more SMs busy than `units`.)
+            l2_rate: self.l2_floor_rate(g.block_m, g.block_n, (tiles_m, tiles_n), u64::MAX),
             dram_floor: self.dram_floor_bytes(
                 (tiles_m, tiles_n),
                 (a_panel, b_panel),
@@ -859,21 +861,26 @@ impl<'a> Pricer<'a> {
         }
     }
 
-    /// The fastest the main loop's L2 bytes can arrive for a `block_m` x `block_n` tile in any
-    /// launch order and at any occupancy: at the least share the slices serve
-    /// ([`Pricer::l2_served_fraction`] at one block per SM, sharing whichever operand saves
-    /// more), and at most every SM's port.
-    fn l2_floor_rate(&self, block_m: u32, block_n: u32, tiles_m: u64, tiles_n: u64) -> f64 {
+    /// The fastest the main loop's L2 bytes can arrive for a `block_m` x `block_n` tile launched
+    /// as `units` blocks, in any launch order and at any occupancy: at the least share the
+    /// slices serve ([`Pricer::l2_served_fraction`] at one block per SM, sharing whichever
+    /// operand saves more), and at most the ports of the SMs those blocks can keep busy.
+    fn l2_floor_rate(
+        &self,
+        block_m: u32,
+        block_n: u32,
+        (tiles_m, tiles_n): (u64, u64),
+        units: u64,
+    ) -> f64 {
         if self.l2_coalescing <= 1.0 {
             return self.l2_bw;
         }
+        let busy = (units as f64).min(self.sms);
         let most = |sharers: u64| (sharers as f64).min(self.l2_coalescing).max(1.0);
         let a = f64::from(block_m).min(self.p.m as f64);
         let b = f64::from(block_n).min(self.p.n as f64);
         let served = ((a + b / most(tiles_m)) / (a + b)).min((a / most(tiles_n) + b) / (a + b));
-        (self.l2_bw / served)
-            .min(self.sms * self.port)
-            .max(self.l2_bw)
+        (self.l2_bw / served).min(busy * self.port)
     }
 
     /// The share of the bytes the SMs receive from the L2 that its slices serve: blocks that read
@@ -1252,9 +1259,14 @@ mod tests {
         // The lower bound's rate: a 128 x 128 tile served at best (128 + 128 / 2) / 256 of its
         // bytes, below the ports' limit; a 64 x 256 tile's best share, 192 / 320, would beat
         // the ports, which bind.
-        let rate = pricer.l2_floor_rate(128, 128, 32, 64);
+        let rate = pricer.l2_floor_rate(128, 128, (32, 64), 2048);
         assert_eq!(rate, pricer.l2_bw / (192.0 / 256.0));
         assert!(rate < all_sms * pricer.port);
-        assert_eq!(pricer.l2_floor_rate(64, 256, 64, 32), all_sms * pricer.port);
+        assert_eq!(
+            pricer.l2_floor_rate(64, 256, (64, 32), 2048),
+            all_sms * pricer.port
+        );
+        // Eight blocks keep eight SMs' ports busy at the most.
+        assert_eq!(pricer.l2_floor_rate(128, 128, (2, 4), 8), 8.0 * pricer.port);
     }
 }

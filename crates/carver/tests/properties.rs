@@ -249,3 +249,25 @@ proptest! {
         }
     }
 }
+
+/// A case the property above once missed: a group's L2 bound counted the SMs its tiles keep
+/// busy before clusters round the launch up (64 x 128 tiles in clusters of two along M launch
+/// twice the blocks of one tile row), so it pruned a cluster that the top-8 picks.
+#[test]
+fn pruning_stays_exact_where_clusters_round_the_launch_up() {
+    let db = db();
+    let arch = db.get("h100-sxm").unwrap();
+    let tpl = template(64, 6144, 8192, Family::CudaSm90, DType::F16, false);
+    let problem = tpl.validate(arch).unwrap();
+    let family = Family::CudaSm90.rules();
+    let window = carver::rank::window_for(family, &problem, arch);
+    let picks = |c: &[carver::policy::Candidate]| {
+        carver::rank::select(c, 8, window)
+            .iter()
+            .map(|c| (c.tile, c.time_us))
+            .collect::<Vec<_>>()
+    };
+    let all = carver::policy::candidates(family, &problem, arch);
+    let pruned = carver::policy::candidates_for_topk(family, &problem, arch, Some(8));
+    assert_eq!(picks(&pruned), picks(&all));
+}
