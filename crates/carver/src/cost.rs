@@ -876,10 +876,9 @@ impl<'a> Pricer<'a> {
             return self.l2_bw;
         }
         let busy = (units as f64).min(self.sms);
-        let most = |sharers: u64| (sharers as f64).min(self.l2_coalescing).max(1.0);
-        let a = f64::from(block_m).min(self.p.m as f64);
-        let b = f64::from(block_n).min(self.p.n as f64);
-        let served = ((a + b / most(tiles_m)) / (a + b)).min((a / most(tiles_n) + b) / (a + b));
+        let served = self
+            .served_share(block_m, block_n, tiles_m, tiles_n, 1)
+            .min(self.served_share(block_m, block_n, 1, tiles_n, 1));
         (self.l2_bw / served).min(busy * self.port)
     }
 
@@ -893,17 +892,32 @@ impl<'a> Pricer<'a> {
         if self.l2_coalescing <= 1.0 {
             return 1.0;
         }
-        let rows = u64::from(c.raster.group).min(t.tiles_m).max(1);
+        let rows = u64::from(c.raster.group).min(t.tiles_m);
+        self.served_share(c.block_m, c.block_n, rows, t.tiles_n, blocks_per_sm)
+    }
+
+    /// [`Pricer::l2_served_fraction`] of a `block_m` x `block_n` tile whose launch walks `rows`
+    /// tile rows a group (more than one: consecutive blocks share B) or along N (one: the
+    /// `tiles_n` blocks of a row share A), at `blocks_per_sm`.
+    fn served_share(
+        &self,
+        block_m: u32,
+        block_n: u32,
+        rows: u64,
+        tiles_n: u64,
+        blocks_per_sm: u32,
+    ) -> f64 {
+        let rows = rows.max(1);
         let coalesced = |sharers: f64| {
             1.0 + (sharers.min(self.l2_coalescing) - 1.0).max(0.0) / f64::from(blocks_per_sm.max(1))
         };
         let (a_sharers, b_sharers) = if rows > 1 {
             (1.0, rows as f64)
         } else {
-            (t.tiles_n as f64, 1.0)
+            (tiles_n as f64, 1.0)
         };
-        let a = f64::from(c.block_m).min(self.p.m as f64);
-        let b = f64::from(c.block_n).min(self.p.n as f64);
+        let a = f64::from(block_m).min(self.p.m as f64);
+        let b = f64::from(block_n).min(self.p.n as f64);
         (a / coalesced(a_sharers) + b / coalesced(b_sharers)) / (a + b)
     }
 
@@ -1196,8 +1210,8 @@ mod tests {
         }
     }
 
-    /// The served share of `c` on `arch_key` for an M x 8192 x 4096 problem (of `batch`).
-    fn served(arch_key: &str, m: u64, batch: u64, c: &TileConfig, blocks_per_sm: u32) -> f64 {
+    /// `check` of the Triton pricer of an M x 8192 x 4096 problem (of `batch`) on `arch_key`.
+    fn with_pricer<R>(arch_key: &str, m: u64, batch: u64, check: impl FnOnce(&Pricer) -> R) -> R {
         let db = HardwareDb::embedded().unwrap();
         let arch = db.get(arch_key).unwrap();
         let p = MatmulTemplate::new(m, 8192, 4096)
@@ -1206,8 +1220,14 @@ mod tests {
             .with_family(Family::Triton)
             .validate(arch)
             .unwrap();
-        let pricer = Pricer::new(Family::Triton.rules(), &p, arch).unwrap();
-        pricer.l2_served_fraction(&pricer.terms(c), c, blocks_per_sm)
+        check(&Pricer::new(Family::Triton.rules(), &p, arch).unwrap())
+    }
+
+    /// The served share of `c` on `arch_key` for an M x 8192 x 4096 problem (of `batch`).
+    fn served(arch_key: &str, m: u64, batch: u64, c: &TileConfig, blocks_per_sm: u32) -> f64 {
+        with_pricer(arch_key, m, batch, |pricer| {
+            pricer.l2_served_fraction(&pricer.terms(c), c, blocks_per_sm)
+        })
     }
 
     #[test]
@@ -1241,32 +1261,26 @@ mod tests {
 
     #[test]
     fn the_fill_ports_carry_what_the_slices_save() {
-        let db = HardwareDb::embedded().unwrap();
-        let arch = db.get("h200").unwrap();
-        let p = MatmulTemplate::new(4096, 8192, 4096)
-            .with_dtype(DType::F16)
-            .with_family(Family::Triton)
-            .validate(arch)
-            .unwrap();
-        let pricer = Pricer::new(Family::Triton.rules(), &p, arch).unwrap();
-        let all_sms = f64::from(arch.sm.count);
-        let ports = 1.0 / (all_sms * pricer.port);
-        // Half served would beat the ports: they bind.
-        assert_eq!(pricer.l2_seconds(1.0, 0.5, all_sms), ports);
-        assert!(0.5 / pricer.l2_bw < ports);
-        // Nothing coalesced: the slices bind.
-        assert_eq!(pricer.l2_seconds(1.0, 1.0, all_sms), 1.0 / pricer.l2_bw);
-        // The lower bound's rate: a 128 x 128 tile served at best (128 + 128 / 2) / 256 of its
-        // bytes, below the ports' limit; a 64 x 256 tile's best share, 192 / 320, would beat
-        // the ports, which bind.
-        let rate = pricer.l2_floor_rate(128, 128, (32, 64), 2048);
-        assert_eq!(rate, pricer.l2_bw / (192.0 / 256.0));
-        assert!(rate < all_sms * pricer.port);
-        assert_eq!(
-            pricer.l2_floor_rate(64, 256, (64, 32), 2048),
-            all_sms * pricer.port
-        );
-        // Eight blocks keep eight SMs' ports busy at the most.
-        assert_eq!(pricer.l2_floor_rate(128, 128, (2, 4), 8), 8.0 * pricer.port);
+        with_pricer("h200", 4096, 1, |pricer| {
+            let all_sms = pricer.sms;
+            let ports = 1.0 / (all_sms * pricer.port);
+            // Half served would beat the ports: they bind.
+            assert_eq!(pricer.l2_seconds(1.0, 0.5, all_sms), ports);
+            assert!(0.5 / pricer.l2_bw < ports);
+            // Nothing coalesced: the slices bind.
+            assert_eq!(pricer.l2_seconds(1.0, 1.0, all_sms), 1.0 / pricer.l2_bw);
+            // The lower bound's rate: a 128 x 128 tile served at best (128 + 128 / 2) / 256 of its
+            // bytes, below the ports' limit; a 64 x 256 tile's best share, 192 / 320, would beat
+            // the ports, which bind.
+            let rate = pricer.l2_floor_rate(128, 128, (32, 64), 2048);
+            assert_eq!(rate, pricer.l2_bw / (192.0 / 256.0));
+            assert!(rate < all_sms * pricer.port);
+            assert_eq!(
+                pricer.l2_floor_rate(64, 256, (64, 32), 2048),
+                all_sms * pricer.port
+            );
+            // Eight blocks keep eight SMs' ports busy at the most.
+            assert_eq!(pricer.l2_floor_rate(128, 128, (2, 4), 8), 8.0 * pricer.port);
+        });
     }
 }
