@@ -266,6 +266,23 @@ impl TileGroup {
     }
 }
 
+/// The parts of the lower bounds of one block size pair that its groups share
+/// ([`Pricer::pair_terms`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PairTerms {
+    block_m: u32,
+    block_n: u32,
+    longest_block_k: u32,
+    tiles_m: u64,
+    tiles_n: u64,
+    /// Bytes the main loop reads from the L2 ([`Pricer::l2_mainloop_bytes`]).
+    l2_mainloop: f64,
+    /// The fastest they can arrive, with every SM busy ([`Pricer::l2_floor_rate`]).
+    l2_rate: f64,
+    /// The fewest bytes of A and B any launch order pulls from DRAM.
+    dram_floor: f64,
+}
+
 /// What a lower bound needs of a structure, or the least of each over a group of them.
 struct BoundParts {
     /// Seconds the busiest SM's block-iterations need on the tensor cores and shared memory.
@@ -285,7 +302,7 @@ struct BoundParts {
 }
 
 /// The per-structure terms of the model (see [`Pricer::terms`]).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StructureTerms {
     tiles_m: u64,
     tiles_n: u64,
@@ -731,19 +748,43 @@ impl<'a> Pricer<'a> {
         })
     }
 
-    /// A time no group of the block size pair `block_m` x `block_n` can beat, whatever its
-    /// split-K factor, persistence or warp layouts: [`Pricer::group_lower_bound`] with the
-    /// parts a split changes at their least over every split (a split divides K as it
-    /// multiplies the blocks, so the busiest SM's tensor and shared-memory work is at least its
-    /// share of all of it, at the arch's best instruction rate), and none of a block's own
-    /// path, its epilogue or a reduction. Cheap enough to order the pairs before their warp
-    /// layouts and groups are worked out.
-    pub fn pair_lower_bound(&self, block_m: u32, block_n: u32, longest_block_k: u32) -> f64 {
+    /// The parts of every bound of the block size pair `block_m` x `block_n` (with `block_k` up
+    /// to `longest_block_k`) that no split, persistence, layout or depth changes.
+    pub fn pair_terms(&self, block_m: u32, block_n: u32, longest_block_k: u32) -> PairTerms {
         let p = self.p;
-        let (bm, bn) = (f64::from(block_m), f64::from(block_n));
         let tiles_m = p.m.div_ceil(u64::from(block_m));
         let tiles_n = p.n.div_ceil(u64::from(block_n));
-        let share = (tiles_m * tiles_n * p.batch) as f64 / self.sms;
+        let (a_panel, b_panel) = panel_bytes(p, block_m, block_n);
+        let (a_line, b_line) = fetch_efficiencies(p, self.arch, block_m, block_n, longest_block_k);
+        PairTerms {
+            block_m,
+            block_n,
+            longest_block_k,
+            tiles_m,
+            tiles_n,
+            l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n),
+            // (A split multiplies the blocks, and clusters round the launch up: every SM may
+            // be busy.)
+            l2_rate: self.l2_floor_rate(block_m, block_n, (tiles_m, tiles_n), u64::MAX),
+            dram_floor: self.dram_floor_bytes(
+                (tiles_m, tiles_n),
+                (a_panel, b_panel),
+                (a_line, b_line),
+            ),
+        }
+    }
+
+    /// A time no group of the block size pair of `pair` can beat, whatever its split-K factor,
+    /// persistence or warp layouts: [`Pricer::group_lower_bound`] with the parts a split
+    /// changes at their least over every split (a split divides K as it multiplies the blocks,
+    /// so the busiest SM's tensor and shared-memory work is at least its share of all of it, at
+    /// the arch's best instruction rate), and none of a block's own path, its epilogue or a
+    /// reduction. Cheap enough to order the pairs before their warp layouts and groups are
+    /// worked out.
+    pub fn pair_lower_bound(&self, pair: &PairTerms) -> f64 {
+        let p = self.p;
+        let (bm, bn) = (f64::from(pair.block_m), f64::from(pair.block_n));
+        let share = (pair.tiles_m * pair.tiles_n * p.batch) as f64 / self.sms;
         let best_rate = [
             InstructionFamily::MmaSync,
             InstructionFamily::Wgmma,
@@ -753,19 +794,12 @@ impl<'a> Pricer<'a> {
         .map(|mma| self.best_rate(mma))
         .fold(0.0, f64::max);
         let k = p.k as f64;
-        let (a_panel, b_panel) = panel_bytes(p, block_m, block_n);
-        let (a_line, b_line) = fetch_efficiencies(p, self.arch, block_m, block_n, longest_block_k);
         self.bound_of(BoundParts {
             compute: share * 2.0 * bm * bn * k / best_rate,
             smem: share * 2.0 * (bm + bn) * k * self.e / self.smem_bw_sm,
-            l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n),
-            // (A split multiplies the blocks: every SM may be busy.)
-            l2_rate: self.l2_floor_rate(block_m, block_n, (tiles_m, tiles_n), u64::MAX),
-            dram_floor: self.dram_floor_bytes(
-                (tiles_m, tiles_n),
-                (a_panel, b_panel),
-                (a_line, b_line),
-            ),
+            l2_mainloop: pair.l2_mainloop,
+            l2_rate: pair.l2_rate,
+            dram_floor: pair.dram_floor,
             critical_path: 0.0,
             iterations: 0.0,
             epilogue: 0.0,
@@ -774,26 +808,27 @@ impl<'a> Pricer<'a> {
         })
     }
 
-    /// A time no structure of `g` can beat: [`Pricer::lower_bound`] with each of its parts at
-    /// its least over the group. Every block covers at least `K / split` of K and writes its
-    /// tile; shared memory is read at least twice (fill and one read); tiles count before
-    /// rounding to clusters; the tensor rate is the best of the group's instructions; DRAM
-    /// lines are used as well as the longest rows allow.
-    pub fn group_lower_bound(&self, g: &TileGroup) -> f64 {
+    /// A time no structure of `g` (of the block size pair of `pair`) can beat:
+    /// [`Pricer::lower_bound`] with each of its parts at its least over the group. Every block
+    /// covers at least `K / split` of K and writes its tile; shared memory is read at least
+    /// twice (fill and one read); tiles count before rounding to clusters; the tensor rate is
+    /// the best of the group's instructions; DRAM lines are used as well as the longest rows
+    /// allow.
+    pub fn group_lower_bound(&self, pair: &PairTerms, g: &TileGroup) -> f64 {
+        debug_assert!(
+            (pair.block_m, pair.block_n, pair.longest_block_k)
+                == (g.block_m, g.block_n, g.longest_block_k),
+            "the group's pair"
+        );
         let p = self.p;
         let (bm, bn) = (f64::from(g.block_m), f64::from(g.block_n));
-        let tiles_m = p.m.div_ceil(u64::from(g.block_m));
-        let tiles_n = p.n.div_ceil(u64::from(g.block_n));
-        let tiles = tiles_m * tiles_n * p.batch;
+        let tiles = pair.tiles_m * pair.tiles_n * p.batch;
         let units = launch_units(tiles, g.split_k);
         let busiest_blocks = units.div_ceil(u64::from(self.arch.sm.count)) as f64;
         let k_per_block = p.k as f64 / f64::from(g.split_k);
         let best_rate = self.best_rate(g.mma);
         let flops_per_block = 2.0 * bm * bn * k_per_block;
         let smem_per_block = 2.0 * (bm + bn) * k_per_block * self.e;
-        let (a_panel, b_panel) = panel_bytes(p, g.block_m, g.block_n);
-        let (a_line, b_line) =
-            fetch_efficiencies(p, self.arch, g.block_m, g.block_n, g.longest_block_k);
         let (epilogue_bytes_per_block, epilogue_rate) =
             self.epilogue_terms(g.block_m, g.block_n, g.split_k, false);
         // Staged element-wise, each scheduler issues its warps' share of the block's elements.
@@ -810,14 +845,9 @@ impl<'a> Pricer<'a> {
         self.bound_of(BoundParts {
             compute: busiest_blocks * (flops_per_block / best_rate + staged_per_block),
             smem: busiest_blocks * smem_per_block / self.smem_bw_sm,
-            l2_mainloop: self.l2_mainloop_bytes(tiles_m, tiles_n),
-            // (Clusters round the launch up: it may keep more SMs busy than `units`.)
-            l2_rate: self.l2_floor_rate(g.block_m, g.block_n, (tiles_m, tiles_n), u64::MAX),
-            dram_floor: self.dram_floor_bytes(
-                (tiles_m, tiles_n),
-                (a_panel, b_panel),
-                (a_line, b_line),
-            ),
+            l2_mainloop: pair.l2_mainloop,
+            l2_rate: pair.l2_rate,
+            dram_floor: pair.dram_floor,
             critical_path: (flops_per_block / best_rate).max(smem_per_block / self.smem_bw_sm)
                 + staged_per_block,
             iterations,

@@ -36,7 +36,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use crate::cost::{
-    Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters, registers_for_blocks,
+    PairTerms, Pricer, StructureTerms, TileGroup, blocks_per_sm, launch_order_matters,
+    registers_for_blocks,
 };
 use crate::dtype::Layout;
 use crate::family::{FamilyRules, Resources, WarpLayout, check_config, check_fits};
@@ -438,16 +439,22 @@ impl Search<'_> {
         // Best bound first. Bounds are finite and non-negative, so their bit patterns sort as
         // the numbers do.
         let key = |bound: f64| (bound * 1e6).to_bits();
-        let mut queue: BinaryHeap<Reverse<(u64, Node)>> = pairs
+        let pair_terms: Vec<PairTerms> = pairs
+            .iter()
+            .map(|&(bm, bn)| self.pricer.pair_terms(bm, bn, longest_k))
+            .collect();
+        let mut queue: BinaryHeap<Reverse<(u64, Node)>> = pair_terms
             .iter()
             .enumerate()
-            .map(|(i, &(bm, bn))| {
-                let bound = self.pricer.pair_lower_bound(bm, bn, longest_k);
+            .map(|(i, pair)| {
+                let bound = self.pricer.pair_lower_bound(pair);
                 Reverse((key(bound), Node::Pair(i as u32)))
             })
             .collect();
         queue.reserve(8 * pairs.len());
         let mut fastest = PickBound::new(topk, self.window);
+        // The structure priced last, by index, and its price.
+        let mut last_priced: Option<(usize, Option<Candidate>)> = None;
         while let Some(Reverse((bound_bits, node))) = queue.pop() {
             // Rounding in the bound's different order of sums must not prune a tie.
             if f64::from_bits(bound_bits) * (1.0 - 1e-9) > fastest.limit() {
@@ -467,7 +474,7 @@ impl Search<'_> {
                     for g in pair_groups {
                         let bound = match last {
                             Some((prev, bound)) if prev.same_but_persistence(&g) => bound,
-                            _ => self.pricer.group_lower_bound(&g),
+                            _ => self.pricer.group_lower_bound(&pair_terms[i as usize], &g),
                         };
                         last = Some((g, bound));
                         queue.push(Reverse((key(bound), Node::Group(groups.len() as u32))));
@@ -518,7 +525,24 @@ impl Search<'_> {
                 }
                 Node::Structure(j) => {
                     let s = &structures[j as usize];
-                    if let Some(best) = self.price(s) {
+                    // A cluster twin of the structure just priced (`expand_into` lists them
+                    // together, their bounds are equal) launching the same tiles has the same
+                    // terms: it is priced the same.
+                    let priced = match last_priced {
+                        Some((prev, priced)) if cluster_twins(&structures[prev], s) => {
+                            priced.map(|c: Candidate| Candidate {
+                                tile: TileConfig {
+                                    cluster_m: s.tile.cluster_m,
+                                    cluster_n: s.tile.cluster_n,
+                                    ..c.tile
+                                },
+                                ..c
+                            })
+                        }
+                        _ => self.price(s),
+                    };
+                    last_priced = Some((j as usize, priced));
+                    if let Some(best) = priced {
                         fastest.push(best.time_us, &best.tile);
                         out.push(best);
                         terms.push(s.terms);
@@ -675,6 +699,19 @@ impl Search<'_> {
         };
         best_stages(pricer, &s.terms, family, p, arch, base, s.res)
     }
+}
+
+/// Whether two structures differ only in their cluster, and not in their terms: the model reads
+/// a cluster only through the tiles it launches (test
+/// `cluster_twins_launching_the_same_tiles_price_the_same`).
+fn cluster_twins(a: &Structure, b: &Structure) -> bool {
+    a.terms == b.terms
+        && a.res == b.res
+        && TileConfig {
+            cluster_m: b.tile.cluster_m,
+            cluster_n: b.tile.cluster_n,
+            ..a.tile
+        } == b.tile
 }
 
 /// The launch order (of the family's groups) whose main loop moves the fewest DRAM bytes; among
@@ -892,9 +929,10 @@ mod tests {
                 for &bm in &bms {
                     for &bn in &bns {
                         let Some((_, groups)) = search.pair_groups(bm, bn, &bks) else { continue };
-                        let pair_bound = pricer.pair_lower_bound(bm, bn, *bks.iter().max().unwrap());
+                        let pair = pricer.pair_terms(bm, bn, *bks.iter().max().unwrap());
+                        let pair_bound = pricer.pair_lower_bound(&pair);
                         for group in groups {
-                            let group_bound = pricer.group_lower_bound(&group);
+                            let group_bound = pricer.group_lower_bound(&pair, &group);
                             prop_assert!(pair_bound <= group_bound * (1.0 + 1e-9),
                                 "{bm} x {bn}: {pair_bound} > {group_bound} of {group:?}");
                         }
@@ -902,7 +940,8 @@ mod tests {
                 }
                 let (layouts, groups) = search.groups(&bms, &bns, &bks);
                 for (pair, group) in groups {
-                    let group_bound = pricer.group_lower_bound(&group);
+                    let terms = pricer.pair_terms(group.block_m, group.block_n, group.longest_block_k);
+                    let group_bound = pricer.group_lower_bound(&terms, &group);
                     for s in search.expand(&layouts[pair], &group, &bks) {
                         let bound = pricer.lower_bound(&s.terms, &s.tile);
                         prop_assert!(group_bound <= bound * (1.0 + 1e-9),
@@ -947,6 +986,78 @@ mod tests {
                 Ok(())
             })?;
         }
+    }
+
+    /// Every pair of cluster twins ([`cluster_twins`]) among the structures of the whole space,
+    /// each priced by the search.
+    fn priced_cluster_twins(
+        search: &Search,
+        [bms, bns, bks]: [Vec<u32>; 3],
+    ) -> Vec<[Option<Candidate>; 2]> {
+        let (layouts, groups) = search.groups(&bms, &bns, &bks);
+        let mut out = Vec::new();
+        for (pair, group) in groups {
+            let structures = search.expand(&layouts[pair], &group, &bks);
+            for (i, a) in structures.iter().enumerate() {
+                for b in structures[i + 1..].iter().filter(|b| cluster_twins(a, b)) {
+                    out.push([search.price(a), search.price(b)]);
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+        /// The search prices a cluster twin as the structure before it: the model must read a
+        /// cluster only through the tiles it launches.
+        #[test]
+        fn cluster_twins_launching_the_same_tiles_price_the_same(
+            m in dim(), n in dim(), k in dim(),
+            arch_key in prop::sample::select(vec!["h100-sxm", "h200"]),
+            dtype in prop::sample::select(vec![DType::F16, DType::E4m3]),
+            b_col in any::<bool>(),
+        ) {
+            with_search(m, n, k, Family::CudaSm90, arch_key, dtype, b_col, |search, sizes| {
+                for [a, b] in priced_cluster_twins(search, sizes) {
+                    let a = a.map(|c| (c.time_us, c.res, TileConfig { cluster_m: 1, ..c.tile }));
+                    let b = b.map(|c| (c.time_us, c.res, TileConfig { cluster_m: 1, ..c.tile }));
+                    prop_assert_eq!(a, b);
+                }
+                Ok(())
+            })?;
+        }
+    }
+
+    #[test]
+    fn a_square_gemm_has_cluster_twins_priced_the_same() {
+        with_search(
+            4096,
+            4096,
+            4096,
+            Family::CudaSm90,
+            "h200",
+            DType::F16,
+            false,
+            |search, sizes| {
+                let twins = priced_cluster_twins(search, sizes);
+                assert!(twins.len() > 10, "{} twins", twins.len());
+                for [a, b] in twins {
+                    let (a, b) = (a.unwrap(), b.unwrap());
+                    assert_eq!(a.time_us, b.time_us);
+                    assert_eq!(
+                        TileConfig {
+                            cluster_m: b.tile.cluster_m,
+                            ..a.tile
+                        },
+                        b.tile
+                    );
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
     }
 
     /// Where the launch order moves no DRAM bytes (both operands fit in the L2), a structure,

@@ -4,11 +4,11 @@
 use carver_arch::{Arch, InstructionFamily};
 use serde_json::json;
 
-use super::tma_or_cp_async;
 use super::{
     ConfigError, Family, FamilyRules, LoadPaths, ProblemRejected, Resources, SplitKReduction,
     WarpLayout, accumulator_registers, mma_sync_warps, pick_mma, wgmma_warps,
 };
+use super::{native_object, tma_or_cp_async};
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
 
@@ -149,17 +149,26 @@ impl FamilyRules for GenericRules {
     }
 
     fn native(&self, c: &TileConfig) -> serde_json::Value {
-        json!({
-            "block": [c.block_m, c.block_n],
-            "warp": [c.block_m / c.warps_m, c.block_n / c.warps_n],
-            "rstep": [c.block_k],
-            "pipeline_stage": c.stages,
-            "rasterization_plan": { "order": "grouped-rows", "group": c.raster.group },
-            "split_k": c.split_k,
-            "cluster": [c.cluster_m, c.cluster_n],
-            "num_warps": c.compute_warps(),
-            "mma": c.mma.to_string(),
-        })
+        native_object([
+            ("block", json!([c.block_m, c.block_n])),
+            ("cluster", json!([c.cluster_m, c.cluster_n])),
+            ("mma", c.mma.to_string().into()),
+            ("num_warps", c.compute_warps().into()),
+            ("pipeline_stage", c.stages.into()),
+            (
+                "rasterization_plan",
+                native_object([
+                    ("group", c.raster.group.into()),
+                    ("order", "grouped-rows".into()),
+                ]),
+            ),
+            ("rstep", json!([c.block_k])),
+            ("split_k", c.split_k.into()),
+            (
+                "warp",
+                json!([c.block_m / c.warps_m, c.block_n / c.warps_n]),
+            ),
+        ])
     }
 
     fn parse_native(

@@ -470,6 +470,25 @@ pub(crate) fn staged_elements_per_operand(config: &TileConfig, paths: LoadPaths)
 /// The usual arrangement of `warps` compute warps over a block: wgmma warpgroups when the arch has
 /// wgmma and `wgmma_ok` (the family can issue it for this tile), else `mma.sync` warps; `None`
 /// when the warps cannot tile the block.
+/// A family's native configuration: a JSON object of `fields`, listed in key order. It is built
+/// in one pass: serde_json's map is a B-tree, and inserting field by field (`json!`,
+/// `serde_json::to_value`) was a tenth of a `cuda-sm90` recommendation's instructions
+/// (callgrind).
+pub(crate) fn native_object<const N: usize>(
+    fields: [(&'static str, serde_json::Value); N],
+) -> serde_json::Value {
+    debug_assert!(
+        fields.is_sorted_by_key(|(key, _)| *key),
+        "fields in key order"
+    );
+    serde_json::Value::Object(
+        fields
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value))
+            .collect(),
+    )
+}
+
 pub(crate) fn compute_layout(
     block_m: u32,
     block_n: u32,

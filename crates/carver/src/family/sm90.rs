@@ -27,7 +27,7 @@ use thiserror::Error;
 
 use super::{
     ConfigError, Family, FamilyRules, LoadPath, LoadPaths, ProblemRejected, Repack, Resources,
-    SplitKReduction, WarpLayout,
+    SplitKReduction, WarpLayout, native_object,
 };
 use crate::dtype::{DType, Layout};
 use crate::problem::Problem;
@@ -686,8 +686,27 @@ impl FamilyRules for Sm90Rules {
         Ok(())
     }
 
+    /// [`Sm90Params`] as serde writes them (test `native_config_is_the_serialized_params`).
     fn native(&self, c: &TileConfig) -> serde_json::Value {
-        serde_json::to_value(Sm90Params::from_tile(c)).expect("params serialize")
+        let p = Sm90Params::from_tile(c);
+        let fields = native_object([
+            ("block_k", p.block_k.into()),
+            ("block_m", p.block_m.into()),
+            ("block_n", p.block_n.into()),
+            ("cluster_m", p.cluster_m.into()),
+            ("consumers", p.consumers.into()),
+            ("group_m", p.group_m.into()),
+            ("persistent", p.persistent.into()),
+            ("split_k", p.split_k.into()),
+            ("stages", p.stages.into()),
+        ]);
+        match (fields, p.swap_ab) {
+            (serde_json::Value::Object(mut map), true) => {
+                map.insert("swap_ab".to_owned(), true.into());
+                serde_json::Value::Object(map)
+            }
+            (fields, _) => fields,
+        }
     }
 
     fn parse_native(
@@ -955,6 +974,27 @@ mod tests {
             "{}",
             texts[4]
         );
+    }
+
+    #[test]
+    fn native_config_is_the_serialized_params() {
+        let db = HardwareDb::embedded().unwrap();
+        let arch = db.get("h200").unwrap();
+        let mut swapped = 0;
+        // A decode shape (swapped tiles) and a square one.
+        for p in [
+            problem(16, 4096, 4096, Layout::Col),
+            problem(4096, 4096, 4096, Layout::Row),
+        ] {
+            for tile in crate::family::space(&Sm90Rules, &p, arch) {
+                swapped += usize::from(tile.swap_ab);
+                assert_eq!(
+                    Sm90Rules.native(&tile),
+                    serde_json::to_value(Sm90Params::from_tile(&tile)).unwrap()
+                );
+            }
+        }
+        assert!(swapped > 0);
     }
 
     #[test]

@@ -2,13 +2,12 @@
 //! `num_stages`, `thread_num`, `enable_rasteration`.
 
 use carver_arch::Arch;
-use serde_json::json;
 
 use super::{
     ConfigError, Family, FamilyRules, LoadPaths, ProblemRejected, Resources, SplitKReduction,
     WarpLayout, accumulator_registers, field_u32,
 };
-use super::{compute_layout, tma_or_cp_async};
+use super::{compute_layout, native_object, tma_or_cp_async};
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
 
@@ -127,14 +126,14 @@ impl FamilyRules for TileLangRules {
     }
 
     fn native(&self, c: &TileConfig) -> serde_json::Value {
-        json!({
-            "block_M": c.block_m,
-            "block_N": c.block_n,
-            "block_K": c.block_k,
-            "num_stages": c.stages,
-            "thread_num": c.threads(),
-            "enable_rasteration": c.raster.group > 1,
-        })
+        native_object([
+            ("block_K", c.block_k.into()),
+            ("block_M", c.block_m.into()),
+            ("block_N", c.block_n.into()),
+            ("enable_rasteration", (c.raster.group > 1).into()),
+            ("num_stages", c.stages.into()),
+            ("thread_num", c.threads().into()),
+        ])
     }
 
     fn parse_native(

@@ -2,14 +2,13 @@
 //! `num_stages`. Powers of two of at least 16 for blocks, as `tl.dot` and `tl.arange` require.
 
 use carver_arch::{Arch, InstructionFamily};
-use serde_json::json;
 
-use super::compute_layout;
 use super::{
     ConfigError, Family, FamilyRules, LoadPath, LoadPaths, ProblemRejected, Resources,
     SplitKReduction, WarpLayout, accumulator_registers, field_u32, leading_dims_divisible,
     staged_elements_per_operand,
 };
+use super::{compute_layout, native_object};
 use crate::dtype::DType;
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
@@ -239,17 +238,20 @@ impl FamilyRules for TritonRules {
     }
 
     fn native(&self, c: &TileConfig) -> serde_json::Value {
-        json!({
-            "kwargs": {
-                "BLOCK_SIZE_M": c.block_m,
-                "BLOCK_SIZE_N": c.block_n,
-                "BLOCK_SIZE_K": c.block_k,
-                "GROUP_SIZE_M": c.raster.group,
-                "SPLIT_K": c.split_k,
-            },
-            "num_warps": c.compute_warps(),
-            "num_stages": c.stages,
-        })
+        native_object([
+            (
+                "kwargs",
+                native_object([
+                    ("BLOCK_SIZE_K", c.block_k.into()),
+                    ("BLOCK_SIZE_M", c.block_m.into()),
+                    ("BLOCK_SIZE_N", c.block_n.into()),
+                    ("GROUP_SIZE_M", c.raster.group.into()),
+                    ("SPLIT_K", c.split_k.into()),
+                ]),
+            ),
+            ("num_stages", c.stages.into()),
+            ("num_warps", c.compute_warps().into()),
+        ])
     }
 
     fn parse_native(
