@@ -4,9 +4,10 @@
 # (benches/moe/run.sh with the carried wheel), then optional MoE GEMM probes. Results bundled
 # under $OUT.
 #   GPU=h100|h200|auto SHAPES="eval/holdout16-shapes.json eval/holdout17-shapes.json" \
-#   OLD=benches/triton/picks/carver-<commit>-<gpu>-{set}.json MOESET=holdout7 TUNE=model/tpN \
+#   OLD=benches/triton/picks/carver-<commit>-<gpu>-{set}.json.gz MOESET=holdout7 TUNE=model/tpN \
 #   PROBES="--experts 128 --topk 6 ...;--experts ..." bash benches/device-holdout.sh
 # OLD may name the set as {set} (holdout16, ...) and the GPU as {gpu}, MOEARGS the GPU as {gpu};
+# the stored picks are gzipped (`nvmmh_picks.py --out X.json`, then `gzip X.json`);
 # one SHAPES file per dense run. GPU=auto plans for the card the machine has.
 set -u
 cd "$(dirname "$0")/.."
@@ -23,7 +24,7 @@ for shapes in ${SHAPES:-}; do
   old=${old//\{gpu\}/$G}
   timeout ${DENSE_TIMEOUT_S:-240} python3 benches/triton/harness.py --shapes "$shapes" \
     --carver-bin target/calib/carver --carver-args "--arch $G" ${old:+--picks "previous=$old"} \
-    --nvmmh-picks "benches/triton/picks/nvmmh-$G-sxm-$set_name.json" \
+    --nvmmh-picks "benches/triton/picks/nvmmh-$G-sxm-$set_name.json.gz" \
     --out "/tmp/dense-$set_name" > "/tmp/dense-$set_name.log" 2>&1
   echo "dense $set_name rc=$?"
   cp "/tmp/dense-$set_name.log" "/tmp/dense-$set_name/" 2>/dev/null

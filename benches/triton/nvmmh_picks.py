@@ -9,7 +9,7 @@ PERF_MODEL_BASED_AUTO_TUNING, and the package's internal discovery set for that 
 
   python3 -m venv /tmp/nvmmh-venv && /tmp/nvmmh-venv/bin/pip install nvidia-matmul-heuristics
   /tmp/nvmmh-venv/bin/python benches/triton/nvmmh_picks.py --shapes eval/dev-shapes.json \
-      --out benches/triton/picks/nvmmh-h100-sxm.json
+      --out benches/triton/picks/nvmmh-h100-sxm.json.gz
 
 Mapping of each returned kernel configuration to the kernel's kwargs:
   BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K = the CTA tile (cta[0], cta[1], cta[2])
@@ -30,6 +30,7 @@ raw library call alone.
 
 import argparse
 import ctypes
+import gzip
 import json
 import os
 import platform
@@ -57,7 +58,7 @@ def warps_from_tiles(cta, warp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="eval/dev-shapes.json")
-    ap.add_argument("--out", default=os.path.join(HERE, "picks", "nvmmh-h100-sxm.json"))
+    ap.add_argument("--out", default=os.path.join(HERE, "picks", "nvmmh-h100-sxm.json.gz"))
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--gpu", default="H100_SXM", help="NvMatmulHeuristicsNvidiaGpu member")
     ap.add_argument("--precision", default="HSH")
@@ -167,7 +168,8 @@ def main():
         "results": results,
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
+    # Stored picks are gzipped (benches/triton/picks/*.json.gz).
+    with (gzip.open(args.out, "wt") if args.out.endswith(".gz") else open(args.out, "w")) as f:
         json.dump(doc, f, indent=1)
     med = sorted(r["wall_time_us"]["get_median"] for r in results)
     print(f"wrote {args.out}: {len(results)} shapes; median {med[len(med) // 2]:.1f} us per shape "

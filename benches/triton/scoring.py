@@ -11,6 +11,7 @@ that is illegal, failed to compile or run, or computed a wrong result counts as 
 the ranker answered with an error or not at all.
 """
 
+import gzip
 import json
 import math
 
@@ -26,9 +27,11 @@ class PicksError(ValueError):
 
 
 def load_picks(path, label):
-    """Load a picks file; return {"label", "path", "meta", "results"}. Raises PicksError."""
+    """Load a picks file (JSON, or gzipped JSON when its name ends in .gz, as the stored picks
+    under benches/triton/picks/ are); return {"label", "path", "meta", "results"}. Raises
+    PicksError."""
     try:
-        with open(path) as f:
+        with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as f:
             doc = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise PicksError(f"{label} picks {path}: cannot read JSON: {e}") from e

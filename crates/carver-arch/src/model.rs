@@ -116,9 +116,39 @@ pub struct DeviceMemory {
     pub sector_bytes: u32,
     /// Cache-line size; a warp's fully coalesced access.
     pub line_bytes: u32,
+    /// How fast DRAM streams row segments of a given width, over the full rate (measured;
+    /// absent: every segment of at least a sector streams at the full rate). Ascending widths,
+    /// the widest at the full rate ([`DeviceMemory::segment_rate`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segment_efficiency: Vec<SegmentEfficiency>,
+}
+
+/// The DRAM streaming rate of row segments `bytes` wide, as a fraction of the full rate: the
+/// rows of a tile that neighbouring blocks read side by side.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentEfficiency {
+    pub bytes: u32,
+    pub efficiency: f64,
 }
 
 impl DeviceMemory {
+    /// The fraction of the full DRAM rate at which row segments `bytes` wide stream: the figure
+    /// of the widest listed width not above `bytes` (the narrowest's below it; 1 where nothing
+    /// is listed).
+    pub fn segment_rate(&self, bytes: f64) -> f64 {
+        let mut rate = match self.segment_efficiency.first() {
+            Some(narrowest) => narrowest.efficiency,
+            None => return 1.0,
+        };
+        for s in &self.segment_efficiency {
+            if f64::from(s.bytes) <= bytes {
+                rate = s.efficiency;
+            }
+        }
+        rate
+    }
+
     /// DRAM bandwidth in B/s implied by a memory clock and a bus width: two transfers per clock.
     pub fn bandwidth_from_clock(memory_clock_mhz: f64, bus_width_bits: u32) -> f64 {
         2.0 * memory_clock_mhz * 1e6 * f64::from(bus_width_bits) / 8.0

@@ -179,6 +179,14 @@ fn memory(m: &DeviceMemory) -> schema::DeviceMemory {
         bandwidth_bytes_per_s: m.bandwidth_bytes_per_s,
         sector_bytes: m.sector_bytes,
         line_bytes: m.line_bytes,
+        segment_efficiency: m
+            .segment_efficiency
+            .iter()
+            .map(|e| schema::SegmentEfficiency {
+                bytes: e.bytes,
+                efficiency: e.efficiency,
+            })
+            .collect(),
     }
 }
 

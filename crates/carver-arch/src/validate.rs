@@ -8,7 +8,7 @@
 
 use crate::check::Check;
 use crate::error::ArchError;
-use crate::model::{Arch, ComputeClass, Extent};
+use crate::model::{Arch, ComputeClass, DeviceMemory, Extent};
 
 /// Largest extent of a tensor-core instruction in any dimension: no generation exceeds 256
 /// (wgmma n, tcgen05 m and n), and larger values would blow up the tile enumeration.
@@ -202,6 +202,7 @@ fn memory(c: &Check, arch: &Arch) -> Result<(), ArchError> {
     )?;
     c.fixed("memory.sector_bytes", m.sector_bytes, &[32], "NVIDIA GPUs")?;
     c.fixed("memory.line_bytes", m.line_bytes, &[128], "NVIDIA GPUs")?;
+    segment_efficiency(c, m)?;
 
     let l2 = &arch.l2;
     // 256 KiB (Jetson Nano) to 126 MiB (B200); 1 GiB leaves room.
@@ -216,6 +217,51 @@ fn memory(c: &Check, arch: &Arch) -> Result<(), ArchError> {
     if let Some(requests) = l2.request_coalescing {
         // 1 is none; a handful of SMs reading in step is what has been measured.
         c.real("l2.request_coalescing", requests, 1.0..=8.0, "")?;
+    }
+    Ok(())
+}
+
+/// `memory.segment_efficiency`: ascending widths from a sector to 4 KiB, rates from 0.05 to 1
+/// that never fall as segments widen, the widest at the full rate.
+fn segment_efficiency(c: &Check, m: &DeviceMemory) -> Result<(), ArchError> {
+    let entries = &m.segment_efficiency;
+    for (i, e) in entries.iter().enumerate() {
+        let field = format!("memory.segment_efficiency[{i}]");
+        c.whole(
+            &format!("{field}.bytes"),
+            e.bytes,
+            m.sector_bytes..=4096,
+            "B",
+        )?;
+        c.real(&format!("{field}.efficiency"), e.efficiency, 0.05..=1.0, "")?;
+        if let Some(prev) = i.checked_sub(1).map(|j| entries[j]) {
+            if e.bytes <= prev.bytes {
+                return Err(c.invalid(
+                    &format!("{field}.bytes"),
+                    format!("{} B after {} B: widths must ascend", e.bytes, prev.bytes),
+                ));
+            }
+            if e.efficiency < prev.efficiency {
+                return Err(c.invalid(
+                    &format!("{field}.efficiency"),
+                    format!(
+                        "{} after {} for narrower segments: a wider segment never streams slower",
+                        e.efficiency, prev.efficiency
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(widest) = entries.last()
+        && widest.efficiency != 1.0
+    {
+        return Err(c.invalid(
+            &format!("memory.segment_efficiency[{}].efficiency", entries.len() - 1),
+            format!(
+                "{}: the widest listed segment is the full rate (1), the others are fractions of it",
+                widest.efficiency
+            ),
+        ));
     }
     Ok(())
 }

@@ -532,6 +532,97 @@ fn l2_request_coalescing_outside_one_to_eight_is_rejected() {
     );
 }
 
+/// The H100 description's segment table with its lines replaced by `entries`.
+fn with_segments(entries: &str) -> String {
+    replace_once(
+        &h100_text(),
+        "  { bytes = 32, efficiency = 0.72 },\n  { bytes = 64, efficiency = 0.74 },\n  { bytes = 128, efficiency = 1.0 },\n",
+        entries,
+    )
+}
+
+#[test]
+fn segment_efficiency_must_ascend_never_fall_and_end_at_the_full_rate() {
+    for (entries, field, says) in [
+        // Widths out of order.
+        (
+            "  { bytes = 64, efficiency = 0.74 },\n  { bytes = 32, efficiency = 0.72 },\n  { bytes = 128, efficiency = 1.0 },\n",
+            "memory.segment_efficiency[1].bytes",
+            "widths must ascend",
+        ),
+        // A wider segment slower than a narrower one.
+        (
+            "  { bytes = 32, efficiency = 0.8 },\n  { bytes = 64, efficiency = 0.74 },\n  { bytes = 128, efficiency = 1.0 },\n",
+            "memory.segment_efficiency[1].efficiency",
+            "never streams slower",
+        ),
+        // The widest not at the full rate.
+        (
+            "  { bytes = 32, efficiency = 0.72 },\n  { bytes = 64, efficiency = 0.9 },\n",
+            "memory.segment_efficiency[1].efficiency",
+            "the full rate",
+        ),
+        // Narrower than a sector.
+        (
+            "  { bytes = 16, efficiency = 0.5 },\n  { bytes = 128, efficiency = 1.0 },\n",
+            "memory.segment_efficiency[0].bytes",
+            "32 B to 4096 B",
+        ),
+    ] {
+        let err = expect_rejected("h100-sxm.toml", &with_segments(entries), &[field, says]);
+        assert!(err.to_string().contains(says), "{entries}: {err}");
+    }
+    for bad in ["nan", "inf", "0", "1.5"] {
+        let entries = format!(
+            "  {{ bytes = 32, efficiency = {bad} }},\n  {{ bytes = 128, efficiency = 1.0 }},\n"
+        );
+        let err = expect_rejected(
+            "h100-sxm.toml",
+            &with_segments(&entries),
+            &["memory.segment_efficiency[0].efficiency"],
+        );
+        assert!(
+            matches!(err, ArchError::OutOfRange { .. }),
+            "{bad}: {err:?}"
+        );
+    }
+    // Absent is allowed: every segment of at least a sector streams at the full rate.
+    let text = replace_once(
+        &h100_text(),
+        "segment_efficiency = [\n  { bytes = 32, efficiency = 0.72 },\n  { bytes = 64, efficiency = 0.74 },\n  { bytes = 128, efficiency = 1.0 },\n]\n",
+        "",
+    );
+    let (_dir, result) = load_user_file("h100-sxm.toml", &text);
+    let db = result.unwrap();
+    let memory = &db.get("h100").unwrap().memory;
+    assert!(memory.segment_efficiency.is_empty());
+    assert_eq!(memory.segment_rate(64.0), 1.0);
+}
+
+#[test]
+fn a_segment_streams_at_the_rate_of_the_widest_listed_width_not_above_it() {
+    let db = shipped();
+    let memory = &db.get("h200").unwrap().memory;
+    assert_eq!(
+        memory.segment_rate(16.0),
+        0.72,
+        "below the narrowest: the narrowest's"
+    );
+    assert_eq!(memory.segment_rate(32.0), 0.72);
+    assert_eq!(memory.segment_rate(64.0), 0.74);
+    assert_eq!(
+        memory.segment_rate(96.0),
+        0.74,
+        "between two: the narrower's"
+    );
+    assert_eq!(memory.segment_rate(128.0), 1.0);
+    assert_eq!(
+        memory.segment_rate(512.0),
+        1.0,
+        "beyond the widest: the widest's"
+    );
+}
+
 #[test]
 fn peak_that_disagrees_with_its_rate_is_rejected() {
     let text = replace_once(

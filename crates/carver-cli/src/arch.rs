@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use carver_schema::{ArchDescription, DetectedGpu, Extent, MeasuredFigure, Origin};
+use carver_schema::{ArchDescription, DetectedGpu, Extent, MeasuredFigure, Origin, SegmentRates};
 use clap::{Args, Subcommand};
 
 use crate::Globals;
@@ -210,7 +210,12 @@ pub fn describe(a: &ArchDescription) -> String {
         ],
         vec![
             "transactions".into(),
-            format!("{} B sector, {} B line", m.sector_bytes, m.line_bytes),
+            format!(
+                "{} B sector, {} B line{}",
+                m.sector_bytes,
+                m.line_bytes,
+                SegmentRates(&m.segment_efficiency)
+            ),
         ],
         vec![
             "L2".into(),

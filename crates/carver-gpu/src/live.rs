@@ -295,6 +295,7 @@ fn estimate_unknown(d: &DriverQuery, boost: f64) -> Arch {
             bandwidth_bytes_per_s: dram,
             sector_bytes: 32,
             line_bytes: 128,
+            segment_efficiency: Vec::new(),
         },
         l2: L2Cache {
             size_bytes: d.l2_size_bytes,

@@ -176,6 +176,34 @@ pub struct DeviceMemory {
     pub sector_bytes: u32,
     /// Cache-line size; a warp's fully coalesced access.
     pub line_bytes: u32,
+    /// How fast DRAM streams row segments of a given width, over the full rate (measured; empty
+    /// when not measured: every segment of at least a sector streams at the full rate).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segment_efficiency: Vec<SegmentEfficiency>,
+}
+
+/// The DRAM streaming rate of row segments `bytes` wide, as a fraction of the full rate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SegmentEfficiency {
+    pub bytes: u32,
+    pub efficiency: f64,
+}
+
+/// A memory's segment rates in words, after its other figures: nothing when none are listed.
+pub struct SegmentRates<'a>(pub &'a [SegmentEfficiency]);
+
+impl std::fmt::Display for SegmentRates<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            let lead = if i == 0 {
+                "; DRAM streams row segments at"
+            } else {
+                ","
+            };
+            write!(f, "{lead} {} B {:.2}", e.bytes, e.efficiency)?;
+        }
+        Ok(())
+    }
 }
 
 /// The L2 cache.

@@ -194,6 +194,7 @@ fn h100_description(calibrated: bool) -> ArchDescription {
             bandwidth_bytes_per_s: 3.35e12,
             sector_bytes: 32,
             line_bytes: 128,
+            segment_efficiency: Vec::new(),
         },
         l2: L2Cache {
             size_bytes: 52428800,

@@ -131,13 +131,21 @@ pub fn launch_order_matters(p: &Problem, arch: &Arch) -> bool {
     inputs > arch.l2.size_bytes as f64 * L2_USABLE_FRACTION
 }
 
-/// Bytes of A and B the main loop pulls from DRAM, given the launch order and the L2.
-fn mainloop_dram_bytes(
+/// A and B from DRAM in a main loop: the bytes, and what they cost at the DRAM's full rate
+/// (narrow rows stream slower: [`stream_rates`]).
+#[derive(Clone, Copy, Debug)]
+struct DramTraffic {
+    bytes: f64,
+    streamed: f64,
+}
+
+/// The A and B a main loop pulls from DRAM, given the launch order and the L2.
+fn mainloop_dram(
     pricer: &Pricer,
     t: &StructureTerms,
     c: &TileConfig,
     blocks_per_sm: u32,
-) -> f64 {
+) -> DramTraffic {
     let (tiles_m, tiles_n) = (t.tiles_m, t.tiles_n);
 
     // Blocks run in waves of `concurrent` consecutive tiles of the launch order: groups of
@@ -170,7 +178,14 @@ fn mainloop_dram_bytes(
     } else {
         waves_sum(full_waves, concurrent, last, rows)
     };
-    pricer.batch * (t.a_panel * a_reads / t.a_line + t.b_panel * b_reads / t.b_line)
+    let (a, b) = (
+        t.a_panel * a_reads / t.a_line,
+        t.b_panel * b_reads / t.b_line,
+    );
+    DramTraffic {
+        bytes: pricer.batch * (a + b),
+        streamed: pricer.batch * (a / t.a_rate + b / t.b_rate),
+    }
 }
 
 /// Useful fraction of what an A and a B tile row fetch from DRAM. The L2 fills 32-byte sectors
@@ -187,7 +202,26 @@ fn fetch_efficiencies(
 ) -> (f64, f64) {
     let e = f64::from(p.in_bytes());
     let line = f64::from(arch.memory.sector_bytes);
+    let (a_row, b_row) = row_elements(p, block_m, block_n, block_k);
     let efficiency = |row_elems: u32| (f64::from(row_elems) * e / line).min(1.0);
+    (efficiency(a_row), efficiency(b_row))
+}
+
+/// The fraction of the full DRAM rate at which an A and a B tile row stream. The same bytes
+/// come slower in segments narrower than a line: neighbouring blocks read a line's halves at
+/// different times (the arch's measured `memory.segment_efficiency`; the H200 streamed 64-byte
+/// segments at 0.74 of a line's rate, docs/RESULTS.md, "Narrow rows stream slower from DRAM").
+/// Longer rows never stream slower.
+fn stream_rates(p: &Problem, arch: &Arch, block_m: u32, block_n: u32, block_k: u32) -> (f64, f64) {
+    let e = f64::from(p.in_bytes());
+    let (a_row, b_row) = row_elements(p, block_m, block_n, block_k);
+    let rate = |row_elems: u32| arch.memory.segment_rate(f64::from(row_elems) * e);
+    (rate(a_row), rate(b_row))
+}
+
+/// Elements of an A and a B tile row contiguous in memory: along K for a row-major A and a
+/// column-major B, along M and N otherwise.
+fn row_elements(p: &Problem, block_m: u32, block_n: u32, block_k: u32) -> (u32, u32) {
     let a_row = match p.layout_a {
         Layout::Row => block_k,
         Layout::Col => block_m,
@@ -196,7 +230,7 @@ fn fetch_efficiencies(
         Layout::Row => block_n,
         Layout::Col => block_k,
     };
-    (efficiency(a_row), efficiency(b_row))
+    (a_row, b_row)
 }
 
 /// Bytes of one A panel (a tile's rows over all of K) and one B panel (its columns).
@@ -279,8 +313,8 @@ pub struct PairTerms {
     l2_mainloop: f64,
     /// The fastest they can arrive, with every SM busy ([`Pricer::l2_floor_rate`]).
     l2_rate: f64,
-    /// The fewest bytes of A and B any launch order pulls from DRAM.
-    dram_floor: f64,
+    /// The least A and B any launch order pulls from DRAM.
+    dram_floor: DramTraffic,
 }
 
 /// What a lower bound needs of a structure, or the least of each over a group of them.
@@ -291,8 +325,8 @@ struct BoundParts {
     l2_mainloop: f64,
     /// The fastest those L2 bytes can arrive ([`Pricer::l2_floor_rate`]).
     l2_rate: f64,
-    /// Bytes of A and B pulled from DRAM at the least.
-    dram_floor: f64,
+    /// A and B pulled from DRAM at the least.
+    dram_floor: DramTraffic,
     /// Seconds of one block's own path through the main loop, and its iterations.
     critical_path: f64,
     iterations: f64,
@@ -328,6 +362,9 @@ pub struct StructureTerms {
     b_panel: f64,
     a_line: f64,
     b_line: f64,
+    /// The fraction of the DRAM's full rate at which those rows stream ([`stream_rates`]).
+    a_rate: f64,
+    b_rate: f64,
     epilogue_bytes_per_block: f64,
     epilogue_rate: f64,
     split_k_time: f64,
@@ -347,7 +384,10 @@ struct Evaluation {
     totals: IterationTimes,
     epilogue: f64,
     overhead: f64,
+    /// Bytes of A, B and C through DRAM, and their cost at the full rate (narrow rows stream
+    /// slower).
     dram_total: f64,
+    dram_streamed: f64,
     slots: u64,
 }
 
@@ -531,6 +571,7 @@ impl<'a> Pricer<'a> {
             epilogue,
             overhead,
             dram_total,
+            dram_streamed,
             slots,
         } = self.evaluate::<true>(&t, c, occupancy)?;
         let (split_k_time, l2_mainloop) = (t.split_k_time, t.l2_mainloop);
@@ -541,7 +582,7 @@ impl<'a> Pricer<'a> {
                 (Bound::Compute, totals.compute),
                 (Bound::Smem, totals.smem),
                 (Bound::L2, totals.l2),
-                (Bound::Dram, totals.dram.max(dram_total / dram_bw)),
+                (Bound::Dram, totals.dram.max(dram_streamed / dram_bw)),
                 (Bound::Latency, totals.latency + overhead + split_k_time),
             ];
             candidates
@@ -570,7 +611,7 @@ impl<'a> Pricer<'a> {
                 compute_us: totals.compute * us,
                 smem_us: totals.smem * us,
                 l2_us: totals.l2 * us,
-                dram_us: totals.dram.max(dram_total / dram_bw) * us,
+                dram_us: totals.dram.max(dram_streamed / dram_bw) * us,
                 latency_us: totals.latency * us,
                 epilogue_us: epilogue * us,
                 split_k_us: split_k_time * us,
@@ -659,6 +700,7 @@ impl<'a> Pricer<'a> {
         let block_iters = (tiles * u64::from(c.split_k) * iters) as f64;
         let (a_panel, b_panel) = panel_bytes(p, c.block_m, c.block_n);
         let (a_line, b_line) = fetch_efficiencies(p, arch, c.block_m, c.block_n, c.block_k);
+        let (a_rate, b_rate) = stream_rates(p, arch, c.block_m, c.block_n, c.block_k);
         StructureTerms {
             tiles_m,
             tiles_n,
@@ -680,6 +722,8 @@ impl<'a> Pricer<'a> {
             b_panel,
             a_line,
             b_line,
+            a_rate,
+            b_rate,
             epilogue_bytes_per_block,
             epilogue_rate,
             split_k_time: self.split_k_time(c.split_k),
@@ -716,7 +760,7 @@ impl<'a> Pricer<'a> {
         c: &TileConfig,
         blocks_per_sm: u32,
     ) -> f64 {
-        mainloop_dram_bytes(self, t, c, blocks_per_sm)
+        mainloop_dram(self, t, c, blocks_per_sm).bytes
     }
 
     /// A time no pipeline depth or launch order of this structure can beat: the model's own
@@ -735,10 +779,11 @@ impl<'a> Pricer<'a> {
             smem: busiest * t.smem_per_iter / self.smem_bw_sm,
             l2_mainloop: t.l2_mainloop,
             l2_rate: self.l2_floor_rate(c.block_m, c.block_n, (t.tiles_m, t.tiles_n), units),
-            dram_floor: self.dram_floor_bytes(
+            dram_floor: self.dram_floor(
                 (t.tiles_m, t.tiles_n),
                 (t.a_panel, t.b_panel),
                 (t.a_line, t.b_line),
+                (t.a_rate, t.b_rate),
             ),
             critical_path: t.iters as f64 * t.single,
             iterations: t.iters as f64,
@@ -756,6 +801,8 @@ impl<'a> Pricer<'a> {
         let tiles_n = p.n.div_ceil(u64::from(block_n));
         let (a_panel, b_panel) = panel_bytes(p, block_m, block_n);
         let (a_line, b_line) = fetch_efficiencies(p, self.arch, block_m, block_n, longest_block_k);
+        // The longest A rows stream fastest (B's rows are the pair's).
+        let rates = stream_rates(p, self.arch, block_m, block_n, longest_block_k);
         PairTerms {
             block_m,
             block_n,
@@ -766,10 +813,11 @@ impl<'a> Pricer<'a> {
             // (A split multiplies the blocks, and clusters round the launch up: every SM may
             // be busy.)
             l2_rate: self.l2_floor_rate(block_m, block_n, (tiles_m, tiles_n), u64::MAX),
-            dram_floor: self.dram_floor_bytes(
+            dram_floor: self.dram_floor(
                 (tiles_m, tiles_n),
                 (a_panel, b_panel),
                 (a_line, b_line),
+                rates,
             ),
         }
     }
@@ -861,11 +909,11 @@ impl<'a> Pricer<'a> {
     /// callers take exactly).
     fn bound_of(&self, b: BoundParts) -> f64 {
         let l2 = b.l2_mainloop / b.l2_rate;
-        let dram = b.dram_floor / self.dram_bw;
+        let dram = b.dram_floor.streamed / self.dram_bw;
         let throughput = (b.compute.powi(4) + b.smem.powi(4) + l2.powi(4) + dram.powi(4))
             .sqrt()
             .sqrt();
-        let fill = self.stage_latency(b.dram_floor, b.l2_mainloop);
+        let fill = self.stage_latency(b.dram_floor.bytes, b.l2_mainloop);
         // Loads staged through registers overlap nothing of their own block: every iteration
         // waits for its stage.
         let exposed = if self.paths.any_staged() {
@@ -877,7 +925,7 @@ impl<'a> Pricer<'a> {
         LAUNCH_OVERHEAD_US * 1e-6
             + self.repack_time
             + b.split_k_time
-            + (main + fill + b.epilogue).max((b.dram_floor + b.c_bytes) / self.dram_bw)
+            + (main + fill + b.epilogue).max((b.dram_floor.streamed + b.c_bytes) / self.dram_bw)
     }
 
     /// Seconds the L2 takes to deliver `bytes` to `blocks` when its slices serve the `served`
@@ -961,15 +1009,21 @@ impl<'a> Pricer<'a> {
         (tiles_n as f64 * m * k + tiles_m as f64 * k * n) * self.e * self.batch
     }
 
-    /// The fewest bytes of A and B any launch order can pull from DRAM: every (A, B) panel
-    /// once, at its rows' fetch efficiency.
-    fn dram_floor_bytes(
+    /// The least A and B any launch order can pull from DRAM: every (A, B) panel once, at its
+    /// rows' fetch efficiency and streaming rate.
+    fn dram_floor(
         &self,
         (tiles_m, tiles_n): (u64, u64),
         (a_panel, b_panel): (f64, f64),
         (a_line, b_line): (f64, f64),
-    ) -> f64 {
-        self.batch * (a_panel * tiles_m as f64 / a_line + b_panel * tiles_n as f64 / b_line)
+        (a_rate, b_rate): (f64, f64),
+    ) -> DramTraffic {
+        let a = a_panel * tiles_m as f64 / a_line;
+        let b = b_panel * tiles_n as f64 / b_line;
+        DramTraffic {
+            bytes: self.batch * (a + b),
+            streamed: self.batch * (a / a_rate + b / b_rate),
+        }
     }
 
     /// The tensor rate per SM of `mma` with every tensor core busy.
@@ -1059,10 +1113,12 @@ impl<'a> Pricer<'a> {
         let g = geometry_of(c, t, arch, blocks_per_sm);
 
         // Traffic.
-        let dram_mainloop = mainloop_dram_bytes(self, t, c, blocks_per_sm);
+        let traffic = mainloop_dram(self, t, c, blocks_per_sm);
+        let dram_mainloop = traffic.bytes;
         let l2_mainloop = t.l2_mainloop;
         let l2_per_iter = t.l2_per_iter;
-        let dram_per_iter = dram_mainloop / t.block_iters;
+        // (Time-equivalent bytes: narrow rows stream slower; the latency's hit rate counts bytes.)
+        let dram_per_iter = traffic.streamed / t.block_iters;
         let latency = self.stage_latency(dram_mainloop, l2_mainloop);
         let (flops_per_iter, smem_per_iter, staged_issue, rescale_issue) = (
             t.flops_per_iter,
@@ -1194,7 +1250,8 @@ impl<'a> Pricer<'a> {
 
         let overhead = LAUNCH_OVERHEAD_US * 1e-6;
         let dram_total = dram_mainloop + t.c_bytes;
-        let kernel = (main + epilogue).max(dram_total / dram_bw);
+        let dram_streamed = traffic.streamed + t.c_bytes;
+        let kernel = (main + epilogue).max(dram_streamed / dram_bw);
         let time = overhead + self.repack_time + kernel + t.split_k_time;
 
         Some(Evaluation {
@@ -1204,6 +1261,7 @@ impl<'a> Pricer<'a> {
             epilogue,
             overhead,
             dram_total,
+            dram_streamed,
             slots,
         })
     }
