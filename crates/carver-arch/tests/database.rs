@@ -532,13 +532,12 @@ fn l2_request_coalescing_outside_one_to_eight_is_rejected() {
     );
 }
 
-/// The H100 description's segment table with its lines replaced by `entries`.
+/// The entries of the H100 description's segment table.
+const H100_SEGMENTS: &str = "  { bytes = 32, efficiency = 0.72 },\n  { bytes = 64, efficiency = 0.74 },\n  { bytes = 128, efficiency = 1.0 },\n";
+
+/// The H100 description's segment table with its entries replaced by `entries`.
 fn with_segments(entries: &str) -> String {
-    replace_once(
-        &h100_text(),
-        "  { bytes = 32, efficiency = 0.72 },\n  { bytes = 64, efficiency = 0.74 },\n  { bytes = 128, efficiency = 1.0 },\n",
-        entries,
-    )
+    replace_once(&h100_text(), H100_SEGMENTS, entries)
 }
 
 #[test]
@@ -589,7 +588,7 @@ fn segment_efficiency_must_ascend_never_fall_and_end_at_the_full_rate() {
     // Absent is allowed: every segment of at least a sector streams at the full rate.
     let text = replace_once(
         &h100_text(),
-        "segment_efficiency = [\n  { bytes = 32, efficiency = 0.72 },\n  { bytes = 64, efficiency = 0.74 },\n  { bytes = 128, efficiency = 1.0 },\n]\n",
+        &format!("segment_efficiency = [\n{H100_SEGMENTS}]\n"),
         "",
     );
     let (_dir, result) = load_user_file("h100-sxm.toml", &text);

@@ -132,7 +132,7 @@ pub fn launch_order_matters(p: &Problem, arch: &Arch) -> bool {
 }
 
 /// A and B from DRAM in a main loop: the bytes, and what they cost at the DRAM's full rate
-/// (narrow rows stream slower: [`stream_rates`]).
+/// (narrow rows stream slower: [`row_fetch`]).
 #[derive(Clone, Copy, Debug)]
 struct DramTraffic {
     bytes: f64,
@@ -188,40 +188,27 @@ fn mainloop_dram(
     }
 }
 
-/// Useful fraction of what an A and a B tile row fetch from DRAM. The L2 fills 32-byte sectors
-/// (`memory.sector_bytes`), not whole lines, so only a row shorter than a sector wastes part of
-/// its fetch. Rows of 64 bytes, half a 128-byte line, waste nothing: on the H200 every config of
-/// a decode GEMM read the same 100.8 MB from DRAM, 32-column tiles included (Nsight Compute,
-/// docs/RESULTS.md, "At decode the queue never fills"). Longer rows never fetch less usefully.
-fn fetch_efficiencies(
+/// How an A and a B tile row come from DRAM: the useful fraction of what each fetches, and the
+/// fraction of the DRAM's full rate at which each streams, as `((a_line, b_line), (a_rate,
+/// b_rate))`. Rows run along K for a row-major A and a column-major B, along M and N otherwise.
+///
+/// The L2 fills 32-byte sectors (`memory.sector_bytes`), not whole lines, so only a row shorter
+/// than a sector wastes part of its fetch: on the H200 every config of a decode GEMM read the
+/// same 100.8 MB from DRAM, 32-column tiles included (Nsight Compute, docs/RESULTS.md, "At decode
+/// the queue never fills"). Yet the same bytes come slower in segments narrower than a line,
+/// whose halves neighbouring blocks read at different times: the arch's measured
+/// `memory.segment_efficiency` (the H200 streamed 64-byte segments at 0.74 of a line's rate,
+/// docs/RESULTS.md, "Narrow rows stream slower from DRAM"). Longer rows never come less
+/// efficiently.
+fn row_fetch(
     p: &Problem,
     arch: &Arch,
     block_m: u32,
     block_n: u32,
     block_k: u32,
-) -> (f64, f64) {
+) -> ((f64, f64), (f64, f64)) {
     let e = f64::from(p.in_bytes());
-    let line = f64::from(arch.memory.sector_bytes);
-    let (a_row, b_row) = row_elements(p, block_m, block_n, block_k);
-    let efficiency = |row_elems: u32| (f64::from(row_elems) * e / line).min(1.0);
-    (efficiency(a_row), efficiency(b_row))
-}
-
-/// The fraction of the full DRAM rate at which an A and a B tile row stream. The same bytes
-/// come slower in segments narrower than a line: neighbouring blocks read a line's halves at
-/// different times (the arch's measured `memory.segment_efficiency`; the H200 streamed 64-byte
-/// segments at 0.74 of a line's rate, docs/RESULTS.md, "Narrow rows stream slower from DRAM").
-/// Longer rows never stream slower.
-fn stream_rates(p: &Problem, arch: &Arch, block_m: u32, block_n: u32, block_k: u32) -> (f64, f64) {
-    let e = f64::from(p.in_bytes());
-    let (a_row, b_row) = row_elements(p, block_m, block_n, block_k);
-    let rate = |row_elems: u32| arch.memory.segment_rate(f64::from(row_elems) * e);
-    (rate(a_row), rate(b_row))
-}
-
-/// Elements of an A and a B tile row contiguous in memory: along K for a row-major A and a
-/// column-major B, along M and N otherwise.
-fn row_elements(p: &Problem, block_m: u32, block_n: u32, block_k: u32) -> (u32, u32) {
+    let sector = f64::from(arch.memory.sector_bytes);
     let a_row = match p.layout_a {
         Layout::Row => block_k,
         Layout::Col => block_m,
@@ -230,7 +217,13 @@ fn row_elements(p: &Problem, block_m: u32, block_n: u32, block_k: u32) -> (u32, 
         Layout::Row => block_n,
         Layout::Col => block_k,
     };
-    (a_row, b_row)
+    let (a_bytes, b_bytes) = (f64::from(a_row) * e, f64::from(b_row) * e);
+    let useful = |bytes: f64| (bytes / sector).min(1.0);
+    let rate = |bytes: f64| arch.memory.segment_rate(bytes);
+    (
+        (useful(a_bytes), useful(b_bytes)),
+        (rate(a_bytes), rate(b_bytes)),
+    )
 }
 
 /// Bytes of one A panel (a tile's rows over all of K) and one B panel (its columns).
@@ -362,7 +355,7 @@ pub struct StructureTerms {
     b_panel: f64,
     a_line: f64,
     b_line: f64,
-    /// The fraction of the DRAM's full rate at which those rows stream ([`stream_rates`]).
+    /// The fraction of the DRAM's full rate at which those rows stream ([`row_fetch`]).
     a_rate: f64,
     b_rate: f64,
     epilogue_bytes_per_block: f64,
@@ -699,8 +692,8 @@ impl<'a> Pricer<'a> {
         let l2_mainloop = self.l2_mainloop_bytes(tiles_m, tiles_n);
         let block_iters = (tiles * u64::from(c.split_k) * iters) as f64;
         let (a_panel, b_panel) = panel_bytes(p, c.block_m, c.block_n);
-        let (a_line, b_line) = fetch_efficiencies(p, arch, c.block_m, c.block_n, c.block_k);
-        let (a_rate, b_rate) = stream_rates(p, arch, c.block_m, c.block_n, c.block_k);
+        let ((a_line, b_line), (a_rate, b_rate)) =
+            row_fetch(p, arch, c.block_m, c.block_n, c.block_k);
         StructureTerms {
             tiles_m,
             tiles_n,
@@ -800,9 +793,8 @@ impl<'a> Pricer<'a> {
         let tiles_m = p.m.div_ceil(u64::from(block_m));
         let tiles_n = p.n.div_ceil(u64::from(block_n));
         let (a_panel, b_panel) = panel_bytes(p, block_m, block_n);
-        let (a_line, b_line) = fetch_efficiencies(p, self.arch, block_m, block_n, longest_block_k);
-        // The longest A rows stream fastest (B's rows are the pair's).
-        let rates = stream_rates(p, self.arch, block_m, block_n, longest_block_k);
+        // The longest A rows come most efficiently (B's rows are the pair's).
+        let (lines, rates) = row_fetch(p, self.arch, block_m, block_n, longest_block_k);
         PairTerms {
             block_m,
             block_n,
@@ -813,12 +805,7 @@ impl<'a> Pricer<'a> {
             // (A split multiplies the blocks, and clusters round the launch up: every SM may
             // be busy.)
             l2_rate: self.l2_floor_rate(block_m, block_n, (tiles_m, tiles_n), u64::MAX),
-            dram_floor: self.dram_floor(
-                (tiles_m, tiles_n),
-                (a_panel, b_panel),
-                (a_line, b_line),
-                rates,
-            ),
+            dram_floor: self.dram_floor((tiles_m, tiles_n), (a_panel, b_panel), lines, rates),
         }
     }
 

@@ -1,8 +1,8 @@
 //! DRAM traffic of short tile rows: the L2 fills 32-byte sectors, so a tile row of 64 bytes
-//! (half a 128-byte line) fetches nothing it does not use (`cost::fetch_efficiencies`;
+//! (half a 128-byte line) fetches nothing it does not use (`cost::row_fetch`;
 //! docs/RESULTS.md, "At decode the queue never fills": on the H200 every config of a decode
 //! GEMM read the same 100.8 MB). The same bytes stream slower, at the arch's measured
-//! `memory.segment_efficiency` (`cost::stream_rates`; docs/RESULTS.md, "Narrow rows stream
+//! `memory.segment_efficiency` (`cost::row_fetch`; docs/RESULTS.md, "Narrow rows stream
 //! slower from DRAM").
 
 use carver::{DType, Family, Layout, MatmulTemplate, Prediction, predict_native};

@@ -467,9 +467,6 @@ pub(crate) fn staged_elements_per_operand(config: &TileConfig, paths: LoadPaths)
     )
 }
 
-/// The usual arrangement of `warps` compute warps over a block: wgmma warpgroups when the arch has
-/// wgmma and `wgmma_ok` (the family can issue it for this tile), else `mma.sync` warps; `None`
-/// when the warps cannot tile the block.
 /// A family's native configuration: a JSON object of `fields`, listed in key order. It is built
 /// in one pass: serde_json's map is a B-tree, and inserting field by field (`json!`,
 /// `serde_json::to_value`) was a tenth of a `cuda-sm90` recommendation's instructions
@@ -489,6 +486,9 @@ pub(crate) fn native_object<const N: usize>(
     )
 }
 
+/// The usual arrangement of `warps` compute warps over a block: wgmma warpgroups when the arch has
+/// wgmma and `wgmma_ok` (the family can issue it for this tile), else `mma.sync` warps; `None`
+/// when the warps cannot tile the block.
 pub(crate) fn compute_layout(
     block_m: u32,
     block_n: u32,
