@@ -280,6 +280,11 @@ pub struct TensorInstruction {
     pub m: Extent,
     pub n: Extent,
     pub k: u32,
+    /// `mma-sync` only: cycles one k-step of a warp's loop takes when it waits for the last
+    /// step's accumulators (its operand fragments from shared memory, then the instruction),
+    /// measured through a GEMM (absent: not measured, and not priced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_cycles: Option<f64>,
 }
 
 /// Dense (non-sparse) peak of one compute class.

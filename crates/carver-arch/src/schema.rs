@@ -205,6 +205,7 @@ fn instruction(i: &TensorInstruction) -> schema::TensorInstruction {
         m: extent(i.m),
         n: extent(i.n),
         k: i.k,
+        step_cycles: i.step_cycles,
     }
 }
 

@@ -8,7 +8,7 @@
 
 use crate::check::Check;
 use crate::error::ArchError;
-use crate::model::{Arch, ComputeClass, DeviceMemory, Extent};
+use crate::model::{Arch, ComputeClass, DeviceMemory, Extent, InstructionFamily};
 
 /// Largest extent of a tensor-core instruction in any dimension: no generation exceeds 256
 /// (wgmma n, tcgen05 m and n), and larger values would blow up the tile enumeration.
@@ -297,6 +297,20 @@ fn instructions(c: &Check, arch: &Arch) -> Result<(), ArchError> {
             }
         }
         c.whole(&format!("{field}.k"), ins.k, 1..=MAX_INSTRUCTION_EXTENT, "")?;
+        if let Some(step) = ins.step_cycles {
+            let at = format!("{field}.step_cycles");
+            if ins.family != InstructionFamily::MmaSync {
+                return Err(c.invalid(
+                    &at,
+                    format!(
+                        "is given for a `{}` instruction; only `mma-sync` loops wait step by step",
+                        ins.family
+                    ),
+                ));
+            }
+            // An instruction's latency plus its operands' shared-memory loads: tens of cycles.
+            c.real(&at, step, 1.0..=1000.0, "cycles")?;
+        }
         for d in &ins.dtypes {
             if !arch.peak.contains_key(d) {
                 return Err(c.invalid(&field, format!("lists `{d}` but [peak.{d}] is missing")));

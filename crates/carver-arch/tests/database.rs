@@ -532,6 +532,50 @@ fn l2_request_coalescing_outside_one_to_eight_is_rejected() {
     );
 }
 
+#[test]
+fn an_mma_sync_step_outside_one_to_a_thousand_cycles_is_rejected() {
+    let field = "tensor_instructions[3].step_cycles";
+    for bad in ["0.0", "-63.0", "nan", "inf", "5000.0"] {
+        let text = replace_once(
+            &h100_text(),
+            "step_cycles = 63.0",
+            &format!("step_cycles = {bad}"),
+        );
+        let err = expect_rejected("h100-sxm.toml", &text, &[field, "cycles"]);
+        assert!(
+            matches!(err, ArchError::OutOfRange { field: ref f, .. } if f == field),
+            "{bad}: {err:?}"
+        );
+    }
+    // Absent is allowed: the wait is not priced.
+    let text = replace_once(&h100_text(), "step_cycles = 63.0\n", "");
+    let (_dir, result) = load_user_file("h100-sxm.toml", &text);
+    let arch = result.unwrap();
+    assert!(
+        arch.get("h100")
+            .unwrap()
+            .tensor_instructions
+            .iter()
+            .all(|i| i.step_cycles.is_none())
+    );
+}
+
+#[test]
+fn a_step_wait_on_a_wgmma_instruction_is_rejected() {
+    // wgmma loops are asynchronous: a figure there would be silently unused.
+    let text = replace_once(
+        &h100_text(),
+        "n = { min = 8, max = 256, step = 8 }\nk = 16\n",
+        "n = { min = 8, max = 256, step = 8 }\nk = 16\nstep_cycles = 63.0\n",
+    );
+    let err = expect_rejected(
+        "h100-sxm.toml",
+        &text,
+        &["tensor_instructions[0].step_cycles", "mma-sync"],
+    );
+    assert!(matches!(err, ArchError::Invalid { .. }), "{err:?}");
+}
+
 /// The entries of the H100 description's segment table.
 const H100_SEGMENTS: &str = "  { bytes = 32, efficiency = 0.72 },\n  { bytes = 64, efficiency = 0.74 },\n  { bytes = 128, efficiency = 1.0 },\n";
 

@@ -236,18 +236,17 @@ pub fn describe(a: &ArchDescription) -> String {
             Extent::Fixed(v) => v.to_string(),
             Extent::Range(r) => format!("{}..{} step {}", r.min, r.max, r.step),
         };
+        let classes: Vec<_> = ins.dtypes.iter().map(|d| d.as_str()).collect();
+        let step = ins.step_cycles.map(|c| format!(", k-step wait {c} cycles"));
         rows.push(vec![
             format!("tensor {}", ins.family),
             format!(
-                "m{} n{} k{} for {}",
+                "m{} n{} k{} for {}{}",
                 ext(ins.m),
                 ext(ins.n),
                 ins.k,
-                ins.dtypes
-                    .iter()
-                    .map(|d| d.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                classes.join(", "),
+                step.unwrap_or_default()
             ),
         ]);
     }

@@ -322,6 +322,8 @@ impl InstructionRow {
             m: extent(self.m),
             n: extent(self.n),
             k: self.k,
+            // Measured per device model, in the shipped database only.
+            step_cycles: None,
         }
     }
 }
@@ -399,7 +401,16 @@ mod tests {
             }
             let ours: Vec<TensorInstruction> =
                 f.instructions.iter().map(|i| i.to_instruction()).collect();
-            assert_eq!(ours, entry.tensor_instructions, "{key}");
+            // A k-step's measured wait belongs to one device model, not to its generation.
+            let shapes: Vec<TensorInstruction> = entry
+                .tensor_instructions
+                .iter()
+                .map(|i| TensorInstruction {
+                    step_cycles: None,
+                    ..i.clone()
+                })
+                .collect();
+            assert_eq!(ours, shapes, "{key}");
             checked += 1;
         }
         assert!(checked >= 5, "only {checked} entries checked");

@@ -232,6 +232,10 @@ pub struct TensorInstruction {
     pub n: Extent,
     /// K of one instruction.
     pub k: u32,
+    /// `mma-sync` only: measured cycles of one k-step of a warp's loop that waits for the last
+    /// step's accumulators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_cycles: Option<f64>,
 }
 
 /// A dimension of an instruction shape: one value (`64`) or a stepped range

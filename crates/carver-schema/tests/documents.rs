@@ -212,6 +212,7 @@ fn h100_description(calibrated: bool) -> ArchDescription {
                     step: 8,
                 }),
                 k: 16,
+                step_cycles: None,
             },
             TensorInstruction {
                 family: InstructionFamily::MmaSync,
@@ -219,6 +220,7 @@ fn h100_description(calibrated: bool) -> ArchDescription {
                 m: Extent::Fixed(16),
                 n: Extent::Fixed(8),
                 k: 32,
+                step_cycles: None,
             },
         ],
         // Inserted out of order: the JSON lists classes in declaration order (f16 first).

@@ -482,6 +482,21 @@ pub struct Pricer<'a> {
     /// loads, and the arch's `wgmma` shape (n at most, k) for the problem's class
     /// ([`FamilyRules::queued_wgmma_instructions`]). `None`: no such limit.
     wgmma_queue: Option<WgmmaQueue>,
+    /// The arch's `mma.sync` instruction for the problem's class where the arch measured how
+    /// long one of a warp's k-steps waits for the last ([`Pricer::k_step_chain`]).
+    mma_sync: Option<MmaSyncSteps>,
+}
+
+/// A warp's `mma.sync` k-steps: the instruction's shape, the seconds one SM sub-partition takes
+/// to issue one at its share of the peak, and the arch's measured wait of a step
+/// (`tensor_instructions[].step_cycles`), in seconds.
+#[derive(Clone, Copy, Debug)]
+struct MmaSyncSteps {
+    m: u32,
+    n: u32,
+    k: u32,
+    issue: f64,
+    wait: f64,
 }
 
 impl<'a> Pricer<'a> {
@@ -523,6 +538,25 @@ impl<'a> Pricer<'a> {
                 f64::from(r.kernels) * EXTRA_KERNEL_US * 1e-6 + r.bytes / arch.dram_bandwidth()
             },
             block_scales: false,
+            mma_sync: arch
+                .instructions_for(p.class)
+                .find(|i| i.family == InstructionFamily::MmaSync)
+                .and_then(|i| {
+                    let has_wgmma = arch
+                        .tensor_instructions
+                        .iter()
+                        .any(|i| i.family == InstructionFamily::Wgmma);
+                    let per_sub_partition = arch.peak_flops(p.class)? / sms
+                        * mma_efficiency(InstructionFamily::MmaSync, arch, 1, has_wgmma);
+                    let (m, n) = (i.m.min(), i.n.min());
+                    Some(MmaSyncSteps {
+                        m,
+                        n,
+                        k: i.k,
+                        issue: 2.0 * f64::from(m * n * i.k) / per_sub_partition,
+                        wait: i.step_cycles? / clock,
+                    })
+                }),
             wgmma_queue: family.queued_wgmma_instructions().and_then(|queued| {
                 arch.instructions_for(p.class)
                     .find(|i| i.family == InstructionFamily::Wgmma)
@@ -703,7 +737,9 @@ impl<'a> Pricer<'a> {
             smem_per_iter,
             staged_issue,
             rescale_issue,
-            single: (flops_per_iter / single_rate).max(smem_per_iter / self.smem_bw_sm)
+            single: (flops_per_iter / single_rate)
+                .max(smem_per_iter / self.smem_bw_sm)
+                .max(self.k_step_chain(c))
                 + staged_issue
                 + rescale_issue
                 + scale_wait
@@ -1067,6 +1103,25 @@ impl<'a> Pricer<'a> {
         }
     }
 
+    /// Seconds of one iteration's chain of `mma.sync` k-steps in one warp: every step's
+    /// instructions wait for the last step's accumulators, so a step takes the longer of the
+    /// arch's measured wait and the warp's own issue of its instructions. Thin warp tiles issue
+    /// few instructions a step and wait; wide ones hide the wait behind their issue (0 for other
+    /// instruction families, whose loops do not wait step by step, and where the arch measured
+    /// no wait).
+    fn k_step_chain(&self, c: &TileConfig) -> f64 {
+        let Some(mma) = self
+            .mma_sync
+            .filter(|_| c.mma == InstructionFamily::MmaSync)
+        else {
+            return 0.0;
+        };
+        let (warp_m, warp_n) = (c.block_m / c.warps_m.max(1), c.block_n / c.warps_n.max(1));
+        let per_step = f64::from(warp_m.div_ceil(mma.m) * warp_n.div_ceil(mma.n));
+        let step = mma.wait.max(per_step * mma.issue);
+        f64::from(c.block_k.div_ceil(mma.k)) * step
+    }
+
     /// Latency of one stage's loads when `dram_bytes` of the main loop's `l2_bytes` miss the L2.
     fn stage_latency(&self, dram_bytes: f64, l2_bytes: f64) -> f64 {
         let hit = (1.0 - dram_bytes / l2_bytes).clamp(0.0, 1.0);
@@ -1356,6 +1411,60 @@ mod tests {
             );
             // Eight blocks keep eight SMs' ports busy at the most.
             assert_eq!(pricer.l2_floor_rate(128, 128, (2, 4), 8), 8.0 * pricer.port);
+        });
+    }
+
+    /// An `mma.sync` tile of `warps_m x warps_n` warps.
+    fn mma_sync(block_m: u32, block_n: u32, block_k: u32, warps: (u32, u32)) -> TileConfig {
+        TileConfig {
+            block_k,
+            warps_m: warps.0,
+            warps_n: warps.1,
+            mma: InstructionFamily::MmaSync,
+            ..tile(block_m, block_n, 1)
+        }
+    }
+
+    #[test]
+    fn thin_warp_tiles_wait_on_every_k_step() {
+        with_pricer("h200", 32, 1, |pricer| {
+            let step = pricer.mma_sync.unwrap().wait;
+            // A 16 x 16 warp tile issues two m16n8k16 instructions a step, far fewer cycles than a
+            // step's wait: eight steps of BLOCK_K 128, each the wait.
+            let thin = mma_sync(16, 32, 128, (1, 2));
+            assert!((pricer.k_step_chain(&thin) - 8.0 * step).abs() < 1e-15);
+            // Half the steps at BLOCK_K 64; the warps' count does not shorten a warp's chain.
+            assert!(
+                (pricer.k_step_chain(&mma_sync(16, 32, 64, (1, 2))) - 4.0 * step).abs() < 1e-15
+            );
+            assert_eq!(
+                pricer.k_step_chain(&mma_sync(16, 32, 128, (1, 1))),
+                pricer.k_step_chain(&thin)
+            );
+            // The block's own iteration is at least the chain.
+            assert!(pricer.terms(&thin).single >= 8.0 * step);
+        });
+    }
+
+    #[test]
+    fn wide_warp_tiles_hide_the_wait_behind_their_issue() {
+        with_pricer("h200", 4096, 1, |pricer| {
+            let MmaSyncSteps { issue, wait, .. } = pricer.mma_sync.unwrap();
+            // A 64 x 64 warp tile issues 4 x 8 instructions a step: their issue is the step.
+            let wide = mma_sync(128, 128, 32, (2, 2));
+            assert!(32.0 * issue > wait);
+            assert!((pricer.k_step_chain(&wide) - 2.0 * 32.0 * issue).abs() < 1e-15);
+            // wgmma loops issue asynchronously and are not priced step by step.
+            assert_eq!(pricer.k_step_chain(&tile(128, 128, 1)), 0.0);
+        });
+    }
+
+    #[test]
+    fn no_step_is_priced_where_the_arch_measured_none() {
+        // The A100's description lists no `step_cycles`.
+        with_pricer("a100-sxm4-80gb", 32, 1, |pricer| {
+            assert!(pricer.mma_sync.is_none());
+            assert_eq!(pricer.k_step_chain(&mma_sync(16, 32, 128, (1, 2))), 0.0);
         });
     }
 }
