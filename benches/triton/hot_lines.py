@@ -21,8 +21,9 @@ that every block asks for at once serve it slower than the same bytes spread ove
 
 import argparse
 import json
-import statistics
 import sys
+
+from lone_strips import launch_timer
 
 TILES = ((128, 16), (128, 32), (32, 128), (64, 64))
 GROUPS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -59,18 +60,7 @@ def main(argv=None):
     widest = max(bn for bn, _ in TILES)
     buf = torch.randn(long_ * programs * widest, device="cuda", dtype=torch.float16)
     out = torch.empty(programs, device="cuda", dtype=torch.float32)
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(args.reps + 1)]
-
-    def time_us(launch):
-        launch()
-        torch.cuda.synchronize()
-        for i in range(args.reps):
-            events[i].record()
-            launch()
-        events[args.reps].record()
-        torch.cuda.synchronize()
-        return statistics.median(events[i].elapsed_time(events[i + 1]) * 1e3
-                                 for i in range(args.reps))
+    time_us = launch_timer(torch, args.reps)
 
     points = []
     for bn, bk in TILES:

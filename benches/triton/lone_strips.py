@@ -41,6 +41,23 @@ def ints(text, name, ap):
         ap.error(f"{name} takes comma-separated integers ({e})")
 
 
+def launch_timer(torch, reps):
+    """`time_us(launch)`: one warm-up launch, then the median over `reps` launches of the time
+    between CUDA events recorded around each, in microseconds."""
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
+
+    def time_us(launch):
+        launch()
+        torch.cuda.synchronize()
+        for i in range(reps):
+            events[i].record()
+            launch()
+        events[reps].record()
+        torch.cuda.synchronize()
+        return statistics.median(events[i].elapsed_time(events[i + 1]) * 1e3 for i in range(reps))
+    return time_us
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--programs", type=int, default=128, help="programs a launch (default 128)")
@@ -105,18 +122,7 @@ def main(argv=None):
     a_buf = torch.randn(16 * long_, device="cuda", dtype=torch.float16)
     out = torch.empty(programs * 16 * widest, device="cuda", dtype=torch.float32)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(args.reps + 1)]
-
-    def time_us(launch):
-        launch()
-        torch.cuda.synchronize()
-        for i in range(args.reps):
-            events[i].record()
-            launch()
-        events[args.reps].record()
-        torch.cuda.synchronize()
-        return statistics.median(events[i].elapsed_time(events[i + 1]) * 1e3
-                                 for i in range(args.reps))
+    time_us = launch_timer(torch, args.reps)
 
     points = []
     for bn in WIDTHS:

@@ -507,6 +507,11 @@ impl<'a> Pricer<'a> {
         let e = f64::from(p.in_bytes());
         let l2_usable = arch.l2.size_bytes as f64 * L2_USABLE_FRACTION;
         let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
+        let peak = arch.peak_flops(p.class)?;
+        let has_wgmma = arch
+            .tensor_instructions
+            .iter()
+            .any(|i| i.family == InstructionFamily::Wgmma);
         Some(Self {
             p,
             arch,
@@ -518,14 +523,11 @@ impl<'a> Pricer<'a> {
             clock,
             e,
             eo: f64::from(p.c.bytes()),
-            peak: arch.peak_flops(p.class)?,
+            peak,
             dram_bw: arch.dram_bandwidth(),
             l2_bw: arch.l2_bandwidth(),
             smem_bw_sm: arch.smem_bandwidth() / sms,
-            has_wgmma: arch
-                .tensor_instructions
-                .iter()
-                .any(|i| i.family == InstructionFamily::Wgmma),
+            has_wgmma,
             paths: family.load_paths(p, arch),
             port: SM_L2_PORT_BYTES_PER_CLOCK * clock,
             l2_coalescing: match p.batch {
@@ -542,11 +544,7 @@ impl<'a> Pricer<'a> {
                 .instructions_for(p.class)
                 .find(|i| i.family == InstructionFamily::MmaSync)
                 .and_then(|i| {
-                    let has_wgmma = arch
-                        .tensor_instructions
-                        .iter()
-                        .any(|i| i.family == InstructionFamily::Wgmma);
-                    let per_sub_partition = arch.peak_flops(p.class)? / sms
+                    let per_sub_partition = peak / sms
                         * mma_efficiency(InstructionFamily::MmaSync, arch, 1, has_wgmma);
                     let (m, n) = (i.m.min(), i.n.min());
                     Some(MmaSyncSteps {
