@@ -130,6 +130,31 @@ proptest! {
         }
     }
 
+    /// A shorter wait between a warp's `mma.sync` k-steps (`tensor_instructions[].step_cycles`)
+    /// never predicts a slower time, and without the figure no step is waited for at all.
+    #[test]
+    fn a_shorter_k_step_wait_is_never_slower(m in dim(), n in dim(), k in dim(), t in target()) {
+        let db = db();
+        let arch = db.get("h200").unwrap();
+        let tpl = template(m, n, k, t, DType::F16, false);
+        let Ok(base) = recommend_hints(&tpl, arch, TopK::DEFAULT) else { return Ok(()) };
+        let with_wait = |scale: Option<f64>| {
+            let mut a = arch.clone();
+            for i in &mut a.tensor_instructions {
+                i.step_cycles = i.step_cycles.and_then(|c| scale.map(|s| c * s));
+            }
+            a
+        };
+        for shorter in [with_wait(Some(0.5)), with_wait(None)] {
+            for h in &base {
+                let (_, before) = carver::predict_native(&tpl, arch, &h.config).unwrap();
+                let (_, p) = carver::predict_native(&tpl, &shorter, &h.config).unwrap();
+                prop_assert!(p.time_us <= before.time_us * (1.0 + 1e-9),
+                    "{}: {} > {}", h.config, p.time_us, before.time_us);
+            }
+        }
+    }
+
     /// Hints in their JSON form (carver-schema's) survive a round trip unchanged.
     #[test]
     fn hints_round_trip_through_json(m in dim(), n in dim(), k in dim(), t in target()) {
