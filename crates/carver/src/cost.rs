@@ -544,8 +544,8 @@ impl<'a> Pricer<'a> {
                 .instructions_for(p.class)
                 .find(|i| i.family == InstructionFamily::MmaSync)
                 .and_then(|i| {
-                    let per_sub_partition = peak / sms
-                        * mma_efficiency(InstructionFamily::MmaSync, arch, 1, has_wgmma);
+                    let per_sub_partition =
+                        peak / sms * mma_efficiency(InstructionFamily::MmaSync, arch, 1, has_wgmma);
                     let (m, n) = (i.m.min(), i.n.min());
                     Some(MmaSyncSteps {
                         m,

@@ -47,6 +47,28 @@ fn faster_memory(arch: &Arch, factor: f64) -> Arch {
     a
 }
 
+/// Fails unless every hint is predicted no slower on `better` than on `arch`, both priced as
+/// estimated (a register hedge's hint assumes one more block).
+fn no_hint_slower_on(
+    tpl: &MatmulTemplate,
+    arch: &Arch,
+    better: &Arch,
+    hints: &[carver::Hint],
+) -> Result<(), TestCaseError> {
+    for h in hints {
+        let (_, before) = carver::predict_native(tpl, arch, &h.config).unwrap();
+        let (_, p) = carver::predict_native(tpl, better, &h.config).unwrap();
+        prop_assert!(
+            p.time_us <= before.time_us * (1.0 + 1e-9),
+            "{}: {} > {}",
+            h.config,
+            p.time_us,
+            before.time_us
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
 
@@ -118,13 +140,7 @@ proptest! {
             p.tflops *= 2.0;
         }
         for bigger in [faster_memory(arch, 2.0), more_sms] {
-            for h in &base {
-                // Both priced as estimated (a register hedge's hint assumes one more block).
-                let (_, before) = carver::predict_native(&tpl, arch, &h.config).unwrap();
-                let (_, p) = carver::predict_native(&tpl, &bigger, &h.config).unwrap();
-                prop_assert!(p.time_us <= before.time_us * (1.0 + 1e-9),
-                    "{}: {} > {}", h.config, p.time_us, before.time_us);
-            }
+            no_hint_slower_on(&tpl, arch, &bigger, &base)?;
             let best = recommend_hints(&tpl, &bigger, TopK::new(1).unwrap()).unwrap()[0].prediction.time_us;
             prop_assert!(best <= base[0].prediction.time_us * 1.01 + 1e-9);
         }
@@ -146,12 +162,7 @@ proptest! {
             a
         };
         for shorter in [with_wait(Some(0.5)), with_wait(None)] {
-            for h in &base {
-                let (_, before) = carver::predict_native(&tpl, arch, &h.config).unwrap();
-                let (_, p) = carver::predict_native(&tpl, &shorter, &h.config).unwrap();
-                prop_assert!(p.time_us <= before.time_us * (1.0 + 1e-9),
-                    "{}: {} > {}", h.config, p.time_us, before.time_us);
-            }
+            no_hint_slower_on(&tpl, arch, &shorter, &base)?;
         }
     }
 
