@@ -474,6 +474,9 @@ pub struct Pricer<'a> {
     /// batch's tiles reads the next batch's B, and gathered A rows are not whole tiles.
     l2_coalescing: f64,
     split_reduction: SplitKReduction,
+    /// Seconds starting one more block on an SM costs the family's kernel
+    /// ([`FamilyRules::block_start_cycles`]).
+    block_start: f64,
     /// Seconds of the family's operand copies before the kernel (the same for every config).
     repack_time: f64,
     /// Whether every K step's product is scaled before it is accumulated ([`Pricer::with_block_scales`]).
@@ -535,6 +538,7 @@ impl<'a> Pricer<'a> {
                 _ => 1.0,
             },
             split_reduction: family.split_k_reduction(),
+            block_start: family.block_start_cycles() / clock,
             repack_time: {
                 let r = family.repack(p);
                 f64::from(r.kernels) * EXTRA_KERNEL_US * 1e-6 + r.bytes / arch.dram_bandwidth()
@@ -1203,8 +1207,10 @@ impl<'a> Pricer<'a> {
                 single,
             }
         };
-        // Launch fill: the first stage's latency, once per block.
+        // Launch fill: the first stage's latency, once per block. A launched block also pays
+        // its start; a persistent block pays it once.
         let fill = latency;
+        let start = self.block_start;
 
         let (epilogue_bytes_per_block, epilogue_rate) =
             (t.epilogue_bytes_per_block, t.epilogue_rate);
@@ -1246,16 +1252,19 @@ impl<'a> Pricer<'a> {
             // a 1/resident share of those waits (the first and last waves: see below). The
             // wave's writes still take the global write rate.
             let charged = written.max(own_store / resident);
-            if c.persistent {
-                // A persistent block's producer loads the next tile while its consumers store
-                // this one: the next tile's pipeline fill hides under the epilogue (the last
-                // round's epilogue has no next tile; see below).
+            let started = if c.persistent {
+                // A persistent block's producer runs on into the next tile's stages as the ring
+                // frees them: only the consumers' store of each tile is exposed, not the next
+                // tile's fill (measured: `benches/sm90/block_start.py`, docs/RESULTS.md, "A
+                // block's start").
                 main += count * iters * it.total();
-                epilogue += count * epi.max(fill);
+                epilogue += count * epi;
+                0.0
             } else {
-                main += count * (iters * it.total() + fill / resident);
+                main += count * (iters * it.total() + (fill + start) / resident);
                 epilogue += count * charged;
-            }
+                start
+            };
             first_resident.get_or_insert(resident);
             last = (epi, charged);
             if FULL {
@@ -1263,7 +1272,7 @@ impl<'a> Pricer<'a> {
                 totals.smem += count * iters * it.smem;
                 totals.l2 += count * iters * it.l2;
                 totals.dram += count * iters * it.dram;
-                totals.latency += count * (iters * it.latency.max(it.single) + fill);
+                totals.latency += count * (iters * it.latency.max(it.single) + fill + started);
             }
         };
         if full_waves > 0 {
@@ -1277,14 +1286,15 @@ impl<'a> Pricer<'a> {
         let first_resident = first_resident.unwrap_or(1.0);
         let (last_epilogue, last_charged) = last;
         if c.persistent {
-            // Only the first tile's fill is exposed, and the last round's epilogue overlaps
-            // nothing.
-            main += fill;
-            epilogue -= last_epilogue.max(fill) - last_epilogue;
+            // Only the first tile's fill and the blocks' one start are exposed.
+            main += fill + start;
+            if FULL {
+                totals.latency += start;
+            }
         } else {
-            // The first wave's blocks start together: their fills overlap nothing. The last
-            // block on each SM stores its tile with nothing left to overlap.
-            main += fill * (1.0 - 1.0 / first_resident);
+            // The first wave's blocks start together: their starts and fills overlap nothing.
+            // The last block on each SM stores its tile with nothing left to overlap.
+            main += (fill + start) * (1.0 - 1.0 / first_resident);
             epilogue += last_epilogue - last_charged;
         }
 

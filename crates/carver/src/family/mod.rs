@@ -250,6 +250,13 @@ pub trait FamilyRules: Sync {
         None
     }
 
+    /// SM cycles that starting one more block on an SM costs the family's kernel beyond its
+    /// tiles' work and its first stage's latency (its set-up before the first load, and its
+    /// exit): a launch pays it each wave, a persistent grid once. `0.0` where not measured.
+    fn block_start_cycles(&self) -> f64 {
+        0.0
+    }
+
     /// Family-specific legality beyond the hardware limits checked by [`check_fits`].
     fn check_rules(
         &self,

@@ -60,6 +60,15 @@ pub const CONSUMERS: RangeInclusive<u32> = 1..=2;
 /// Depths of the shared-memory ring. Small tiles stream with deep rings (cuBLAS's small-M
 /// kernels on the H200 run 12 to 16 stages: `benches/sm90/cublas_kernels.py`).
 pub const STAGES: RangeInclusive<u32> = 2..=16;
+/// SM cycles starting one more block costs this kernel beyond its tiles' work: its set-up
+/// (barrier initialisation, the tensor maps' first fetch, the block-wide sync) and its exit.
+/// Measured on the H200 (`benches/sm90/block_start.py`, 2026-11-29): three tiles, each on grids
+/// of 1-8 waves of one block per SM and 1-16 main-loop iterations; a wave of launched blocks
+/// took 1.01, 1.08 and 1.61 us more than a wave of tiles of a persistent grid, of which the
+/// model without this term priced 0.19-0.22 us (its first stage's latency). The rest, 0.82,
+/// 0.89 and 1.39 us, is 1,500 to 2,540 cycles at the 1,830 MHz the model counts in; 1,600 is
+/// about the median (0.89 us, 1,630 cycles) (docs/RESULTS.md, "A block's start").
+const BLOCK_START_CYCLES: f64 = 1_600.0;
 /// CTAs per cluster along M (2: the pair shares B through TMA multicast).
 pub const CLUSTER_M: RangeInclusive<u32> = 1..=2;
 /// Blocks sharing one output tile's K loop (1: no split).
@@ -659,6 +668,10 @@ impl FamilyRules for Sm90Rules {
 
     fn split_k_reduction(&self) -> SplitKReduction {
         SplitKReduction::SeparateReduce
+    }
+
+    fn block_start_cycles(&self) -> f64 {
+        BLOCK_START_CYCLES
     }
 
     fn resources(&self, c: &TileConfig, p: &Problem) -> Resources {
