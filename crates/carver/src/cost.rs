@@ -947,10 +947,12 @@ impl<'a> Pricer<'a> {
             0.0
         };
         let main = throughput.max(b.critical_path + exposed);
+        // Every launch starts its blocks at least once (a persistent grid only once).
         LAUNCH_OVERHEAD_US * 1e-6
             + self.repack_time
             + b.split_k_time
-            + (main + fill + b.epilogue).max((b.dram_floor.streamed + b.c_bytes) / self.dram_bw)
+            + (main + fill + self.block_start + b.epilogue)
+                .max((b.dram_floor.streamed + b.c_bytes) / self.dram_bw)
     }
 
     /// Seconds the L2 takes to deliver `bytes` to `blocks` when its slices serve the `served`
