@@ -1,19 +1,23 @@
 """Scores the installed carver's top-k against a stored MoE run, offline: for each (model, TP,
-batch size) of moe_results.json(.gz), carver's picks now against the run's measured times (the
+batch size) of moe_results.json(.xz|.gz), carver's picks now against the run's measured times (the
 sweep's and the final re-timing's). A pick the run did not time counts as no help, so the
 best-of-k printed is a lower bound; the run's own figures are printed beside it. Also the
 model's ranking of the configs the run did time ("among measured": its first and its best of k
 among them), which compares two models on the same data without that bias.
 
-    python3 benches/moe/rescore.py benches/moe/runs/h200-2026-11-25-v2-holdout/moe_results.json.gz
+    python3 benches/moe/rescore.py benches/moe/runs/h200-2026-11-25-v2-holdout/moe_results.json.xz
 """
 
 import argparse
-import gzip
 import json
 import math
+import os
+import sys
 
 import carver
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stored  # noqa: E402
 from carver.moe_kernel import config_key
 
 
@@ -22,8 +26,7 @@ def geomean(xs):
 
 
 def rescore(path, topk):
-    with (gzip.open(path) if path.endswith(".gz") else open(path)) as f:
-        doc = json.load(f)
+    doc = stored.load(path)
     args = doc.get("args", {})
     now_top1, now_best, run_best, unmeasured = [], [], [], 0
     among_top1, among_best = [], []
@@ -65,7 +68,7 @@ def rescore(path, topk):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", help="moe_results.json or .json.gz files")
+    ap.add_argument("runs", nargs="+", help="moe_results.json, .json.xz or .json.gz files")
     ap.add_argument("--topk", type=int, default=8)
     args = ap.parse_args()
     for path in args.runs:

@@ -13,23 +13,24 @@ cuBLAS) first, until --budget-s runs out. One JSON line per call in OUT, a table
 "clusters along N that share A".)
 
     benches/sm90/config_variants.py --bin target/gpu-run/carver --out pairs.jsonl \\
-        RESULTS.json.gz [...]
+        RESULTS.json.xz [...]
 """
 
 import argparse
-import gzip
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stored  # noqa: E402
+
 
 def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)
+    return stored.load(path)
 
 
 def tile_rows(shape, winner):

@@ -7,7 +7,7 @@
 #
 # MID_ARGS adds arguments to the mid-M pass (e.g. "--max-tile-rows 1"); LARGE_S=0 skips large M.
 #
-#   MID_S=280 LARGE_S=140 bash benches/sm90/kernel-ab.sh RESULTS.json.gz [...]
+#   MID_S=280 LARGE_S=140 bash benches/sm90/kernel-ab.sh RESULTS.json.xz [...]
 set -uo pipefail
 [ -d target/exp ] || tar -C target -xJf target/exp.tar.xz
 chmod +x target/exp/*/carver

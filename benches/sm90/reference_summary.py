@@ -16,11 +16,10 @@ best-of-k is a lower bound; the count of such picks is printed. With `--any-grou
 did not time takes the time of the same configuration in another launch-order group (the reduced
 space times one group per structure), where the run timed one: an approximation, said so.
 
-    benches/sm90/reference_summary.py --carver OLD/carver --arch h200 RUN.json.gz [...]
+    benches/sm90/reference_summary.py --carver OLD/carver --arch h200 RUN.json.xz [...]
 """
 
 import argparse
-import gzip
 import json
 import math
 import os
@@ -32,14 +31,16 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "triton"))
 import fidelity  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stored  # noqa: E402
+
 
 def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
 def load(path):
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-        return json.load(f)
+    return stored.load(path)
 
 
 def config_key(config):

@@ -14,20 +14,22 @@ upper bound on what a run would lose and says nothing of untimed gains.
 """
 
 import argparse
-import glob
-import gzip
 import json
 import math
 import os
 import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stored  # noqa: E402
 
 
 def load_runs(dirs):
     timed = {}  # (set name, shape name) -> {config json: [us, ...]}
     for d in dirs:
-        for path in glob.glob(os.path.join(d, "*.json.gz")):
+        for path in stored.find(os.path.join(d, "*.json")):
             set_name = os.path.basename(path).split(".")[0]
-            for r in json.load(gzip.open(path))["results"]:
+            for r in stored.load(path)["results"]:
                 per = timed.setdefault((set_name, r["shape"]["name"]), {})
                 for c in r["candidates"]:
                     if c.get("measured_time_us"):

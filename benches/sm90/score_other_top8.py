@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 """Top-1 and best-of-8 of two rankings on one directory of `carver tune --reference` runs
-(`reference-run.sh`, one SHAPE.json.gz a shape): the run's own model, whose top-8 is part of the
+(`reference-run.sh`, one SHAPE.json.xz (or .json.gz) a shape): the run's own model, whose top-8 is part of the
 reference, and another model whose top-8 `carver tune --topk 8` timed in the same device call
-(OTHER_DIR/SHAPE.json.gz; a shape without one has the same top-8). A pick the reference timed
+(OTHER_DIR/SHAPE.json.xz or .json.gz; a shape without one has the same top-8). A pick the reference timed
 takes the reference's time, one it did not the separate tune's; the best is the reference's best
 (ratios capped at 1).
 
     benches/sm90/score_other_top8.py RUN_DIR OTHER_SUBDIR
 """
 import argparse
-import glob
-import gzip
 import json
 import math
 import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stored  # noqa: E402
 
 
 def key(config):
@@ -21,7 +23,7 @@ def key(config):
 
 
 def load(path):
-    return json.load(gzip.open(path))["results"][0]
+    return stored.load(path)["results"][0]
 
 
 def main():
@@ -30,16 +32,17 @@ def main():
     ap.add_argument("other_subdir")
     a = ap.parse_args()
     rows, missing = [], 0
-    for f in sorted(glob.glob(os.path.join(a.run_dir, "*.json.gz"))):
-        name = os.path.basename(f)[: -len(".json.gz")]
+    for f in stored.find(os.path.join(a.run_dir, "*.json")):
+        name = stored.stem(f)
         ref = load(f)
         timed = {key(c["config"]): c["measured_time_us"] for c in ref["candidates"]
                  if c.get("measured_time_us")}
         own = sorted((c for c in ref["candidates"] if c["model_rank"] and c["model_rank"] <= 8),
                      key=lambda c: c["model_rank"])
         own_times = [timed.get(key(c["config"])) for c in own]
-        other_path = os.path.join(a.run_dir, a.other_subdir, name + ".json.gz")
-        if os.path.exists(other_path):
+        other = stored.find(os.path.join(a.run_dir, a.other_subdir, name + ".json"))
+        other_path = other[0] if other else None
+        if other_path:
             other = sorted(load(other_path)["candidates"], key=lambda c: c["model_rank"])[:8]
             missing += sum(key(c["config"]) not in timed for c in other)
             other_times = [timed.get(key(c["config"])) or c.get("measured_time_us") for c in other]

@@ -3,6 +3,7 @@
 every exhaustive run the model's top-1 and best-of-top-8 as ratios to the exhaustive best (all
 times from the exhaustive run itself), with the tuning wall times."""
 import gzip
+import lzma
 import json
 import math
 import pathlib
@@ -13,7 +14,8 @@ out = pathlib.Path(sys.argv[1])
 
 def results(name):
     for p, read in [(out / f"{name}.json", lambda p: p.read_text()),
-                    (out / f"{name}.json.gz", lambda p: gzip.decompress(p.read_bytes()).decode())]:
+                    (out / f"{name}.json.gz", lambda p: gzip.decompress(p.read_bytes()).decode()),
+                    (out / f"{name}.json.xz", lambda p: lzma.decompress(p.read_bytes()).decode())]:
         if p.exists():
             try:
                 return json.loads(read(p))["results"]

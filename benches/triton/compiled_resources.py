@@ -13,7 +13,7 @@ Every config a sweep compiled carries Triton's report (`compile.shared`, `compil
 - blocks per SM: carver's prediction against the occupancy the compiled kernel has (the GPU's
   limits from the arch passed), counting where carver predicts fewer or more.
 
-  python benches/triton/compiled_resources.py --sweep benches/triton/runs/RUN/triton_sweep.json.gz \
+  python benches/triton/compiled_resources.py --sweep benches/triton/runs/RUN/triton_sweep.json.xz \
       [--sweep ...] [--arch h100] [--carver-bin target/release/carver]
 
 The GPU's limits for the occupancy come from `carver arch show ARCH --format json` (--carver-bin);

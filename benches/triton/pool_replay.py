@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Pooled offline replay of carver binaries over every stored Triton sweep: `replay.py
---carver-bin` on each `benches/triton/runs/*/triton_sweep.json.gz` (with `--arch` of the GPU
+--carver-bin` on each `benches/triton/runs/*/triton_sweep.json.xz` (with `--arch` of the GPU
 the run's directory names: h200-... or h100-...), then, per binary, top-1 and best-of-8
 geomean and worst over all shape runs, and per GPU. Every stored sweep shaped the model at some
 point, so these figures are in-sample; they compare two models on the same data.
@@ -9,13 +9,15 @@ point, so these figures are in-sample; they compare two models on the same data.
 """
 
 import argparse
-import glob
 import json
 import math
 import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stored  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -52,9 +54,9 @@ def main(argv=None):
     ap.add_argument("binaries", nargs="+")
     ap.add_argument("--runs", default=os.path.join(HERE, "runs"))
     a = ap.parse_args(argv)
-    sweeps = sorted(glob.glob(os.path.join(a.runs, "*", "triton_sweep.json.gz")))
+    sweeps = stored.find(os.path.join(a.runs, "*", "triton_sweep.json"))
     if not sweeps:
-        raise SystemExit(f"error: no triton_sweep.json.gz under {a.runs}")
+        raise SystemExit(f"error: no triton_sweep.json.xz (or .gz) under {a.runs}")
     out = {}
     for binary in a.binaries:
         rows = []

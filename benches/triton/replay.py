@@ -17,7 +17,6 @@ were measured, the measured rank of each ranker's top-1, and the picks that were
 """
 
 import argparse
-import gzip
 import json
 import os
 import subprocess
@@ -31,13 +30,14 @@ if HERE not in sys.path:
 
 import scoring as S  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stored  # noqa: E402
+
 
 def load_sweep(path):
-    # Older sweeps are stored gzipped (triton_sweep.json.gz).
-    opener = gzip.open if path.endswith(".gz") else open
+    # Stored sweeps are xz-compressed (triton_sweep.json.xz), older copies gzipped.
     try:
-        with opener(path, "rt") as f:
-            doc = json.load(f)
+        doc = stored.load(path)
     except (OSError, EOFError, json.JSONDecodeError) as e:
         raise SystemExit(f"error: cannot read sweep {path}: {e}")
     if doc.get("schema_version") != 1 or not isinstance(doc.get("shapes"), list):
@@ -174,7 +174,7 @@ def dump(sweep, which, top, picks_by_label, topk):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sweep", required=True, help="triton_sweep.json written by harness.py (or .json.gz)")
+    ap.add_argument("--sweep", required=True, help="triton_sweep.json written by harness.py (or .json.xz, .json.gz)")
     ap.add_argument("--picks", action="append", default=[], help="LABEL=PATH or PATH (repeatable)")
     ap.add_argument("--carver-bin", help="run this carver binary on the sweep's shapes and score its picks")
     ap.add_argument("--carver-args", default="", help="extra arguments for --carver-bin, space-separated")

@@ -13,6 +13,7 @@ the ranker answered with an error or not at all.
 
 import gzip
 import json
+import lzma
 import math
 
 from configs import config_key, legality_error
@@ -27,11 +28,12 @@ class PicksError(ValueError):
 
 
 def load_picks(path, label):
-    """Load a picks file (JSON, or gzipped JSON when its name ends in .gz, as the stored picks
-    under benches/triton/picks/ are); return {"label", "path", "meta", "results"}. Raises
+    """Load a picks file (JSON, or compressed JSON when its name ends in .gz, as the stored picks
+    under benches/triton/picks/ are, or .xz); return {"label", "path", "meta", "results"}. Raises
     PicksError."""
     try:
-        with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as f:
+        with (gzip.open(path, "rt") if str(path).endswith(".gz")
+              else lzma.open(path, "rt") if str(path).endswith(".xz") else open(path)) as f:
             doc = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise PicksError(f"{label} picks {path}: cannot read JSON: {e}") from e

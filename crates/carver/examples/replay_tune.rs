@@ -20,7 +20,8 @@ every time taken from the run itself; then their geometric means over all runs.
 
 Usage: cargo run --release -p carver --example replay_tune -- DIR... [--verbose NAME]
 
-  DIR             holds ex-NAME.json or ex-NAME.json.gz, as benches/sm90/run.sh writes them
+  DIR             holds ex-NAME.json, ex-NAME.json.xz or ex-NAME.json.gz (benches/sm90/run.sh
+                  writes them; the stored ones are xz-compressed)
                   (e.g. crates/carver-gpu/measurements/h100-exhaustive-*)
   --verbose NAME  also list run NAME's top-8 with predicted and measured times
 
@@ -70,8 +71,11 @@ fn run(mut args: Vec<String>) -> common::Result {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter_map(|p| {
                 let name = p.file_name()?.to_string_lossy().into_owned();
-                (name.starts_with("ex-") && (name.ends_with(".json") || name.ends_with(".json.gz")))
-                    .then_some((p, name))
+                (name.starts_with("ex-")
+                    && [".json", ".json.gz", ".json.xz"]
+                        .iter()
+                        .any(|e| name.ends_with(e)))
+                .then_some((p, name))
             })
             .collect();
         runs.sort();
@@ -79,6 +83,7 @@ fn run(mut args: Vec<String>) -> common::Result {
             let name = name
                 .trim_start_matches("ex-")
                 .trim_end_matches(".gz")
+                .trim_end_matches(".xz")
                 .trim_end_matches(".json")
                 .to_string();
             let at = path.display().to_string();

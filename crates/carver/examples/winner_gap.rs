@@ -20,9 +20,9 @@ within 2% and 5% of the winner; then the distribution of those ratios over all s
 Usage: cargo run --release -p carver --example winner_gap -- FILE...
 
   FILE  a Triton sweep (benches/triton/harness.py's triton_sweep.json) or a
-        `carver tune --exhaustive` result (.json or .json.gz), for example
-        benches/triton/runs/h100-2026-11-22-sweep4/triton_sweep.json.gz
-        crates/carver-gpu/measurements/h100-exhaustive-*/ex-*.json.gz
+        `carver tune --exhaustive` result (.json, .json.xz or .json.gz), for example
+        benches/triton/runs/h100-2026-11-22-sweep4/triton_sweep.json.xz
+        crates/carver-gpu/measurements/h100-exhaustive-*/ex-*.json.xz
 ";
 
 /// (template, measured (native config, time), name) of every shape in a saved run.

@@ -1,5 +1,5 @@
 //! What several examples share: running `main` (`cli`: help, usage, errors, closed pipes), and
-//! reading saved measurements (JSON, gzipped or not) and shape sets.
+//! reading saved measurements (JSON, xz-compressed, gzipped or plain) and shape sets.
 #![allow(dead_code)] // each example uses part of it
 
 mod cli;
@@ -8,16 +8,29 @@ pub use cli::*;
 use std::io::Read;
 use std::path::Path;
 
-/// A JSON file, gunzipped first when its name ends in `.gz`.
+/// A JSON file, decompressed first when its name ends in `.xz` (the stored runs) or `.gz`.
 pub fn read_json(path: &Path) -> Result<serde_json::Value> {
-    let mut text = String::new();
     let file = std::fs::File::open(path).context(path.display())?;
-    if path.extension().is_some_and(|e| e == "gz") {
-        flate2::read::GzDecoder::new(file).read_to_string(&mut text)
-    } else {
-        std::io::BufReader::new(file).read_to_string(&mut text)
-    }
-    .context(path.display())?;
+    let mut reader = std::io::BufReader::new(file);
+    let text = match path.extension().and_then(|e| e.to_str()) {
+        Some("xz") => {
+            let mut bytes = Vec::new();
+            lzma_rs::xz_decompress(&mut reader, &mut bytes).context(path.display())?;
+            String::from_utf8(bytes).context(path.display())?
+        }
+        Some("gz") => {
+            let mut text = String::new();
+            flate2::read::GzDecoder::new(reader)
+                .read_to_string(&mut text)
+                .context(path.display())?;
+            text
+        }
+        _ => {
+            let mut text = String::new();
+            reader.read_to_string(&mut text).context(path.display())?;
+            text
+        }
+    };
     serde_json::from_str(&text).context(path.display())
 }
 
