@@ -11,10 +11,13 @@ compared two ways:
 """
 
 import argparse
-import glob
 import json
 import math
 import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stored  # noqa: E402
 
 
 def geomean(xs):
@@ -51,15 +54,13 @@ def compare(new_dir, old_dir, how):
     """(paired {group: [old/new]}, tuned [(set, new ratios, old ratios)]) where ratios are
     [(cuBLAS / winner, shape name)]."""
     paired, tuned = {}, []
-    for path in sorted(glob.glob(os.path.join(new_dir, "*.json"))):
+    for path in stored.find(os.path.join(new_dir, "*.json")):
         name = os.path.basename(path)
-        old_path = os.path.join(old_dir, name)
-        if not os.path.exists(old_path):
+        olds = stored.find(os.path.join(old_dir, stored.stem(path) + ".json"))
+        if not olds:
             continue
-        with open(path) as f:
-            new = json.load(f)["results"]
-        with open(old_path) as f:
-            old = {shape_key(r["shape"]): r for r in json.load(f)["results"]}
+        new = stored.load(path)["results"]
+        old = {shape_key(r["shape"]): r for r in stored.load(olds[0])["results"]}
         new_ratios, old_ratios = [], []
         for r in new:
             o = old.get(shape_key(r["shape"]))

@@ -4,7 +4,11 @@ shape the winner against cuBLAS timed in the same run, its K split and model ran
 wall time; per report the geomean and worst ratio, overall and for decode (M <= 64) shapes."""
 import json
 import math
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stored  # noqa: E402
 
 
 def geomean(xs):
@@ -13,7 +17,7 @@ def geomean(xs):
 
 for path in sys.argv[1:]:
     try:
-        report = json.load(open(path))
+        report = stored.load(path)
         results = report["results"]
     except (OSError, ValueError, KeyError):
         continue
