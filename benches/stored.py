@@ -44,9 +44,3 @@ def stem(path):
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
-
-
-def write_xz(path, doc):
-    """Writes `doc` as xz-compressed JSON (the form runs are stored in)."""
-    with lzma.open(path, "wt", preset=9 | lzma.PRESET_EXTREME) as f:
-        json.dump(doc, f)

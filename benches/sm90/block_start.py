@@ -17,9 +17,10 @@ Every call's JSON lands in OUT.jsonl; a table last.
 
 import argparse
 import json
-import subprocess
 import tempfile
 import time
+
+from config_variants import bench
 
 SMS = 132
 
@@ -40,15 +41,6 @@ def shape_of(tile, waves, iters):
     if tile.get("swap_ab"):
         return tile["block_m"], tile["block_n"] * SMS * waves, k
     return tile["block_m"] * 11 * waves, tile["block_n"] * 12, k
-
-
-def bench(binary, cache, m, n, k, config):
-    cmd = [binary, "--cache-dir", cache, "bench", "--m", str(m), "--n", str(n), "--k", str(k),
-           "--config", json.dumps(config), "--format", "json"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    if p.returncode != 0:
-        return {"error": (p.stderr or p.stdout).strip()[-400:]}
-    return json.loads(p.stdout)
 
 
 def slope(xs, ys):
@@ -74,7 +66,7 @@ def main():
                         m, n, k = shape_of(tile, w, it)
                         config = dict(tile, persistent=persistent)
                         t0 = time.time()
-                        rep = bench(a.bin, cache, m, n, k, config)
+                        rep = bench(a.bin, cache, {"m": m, "n": n, "k": k}, "rr", "bf16", config)
                         rep["probe"] = {"tile": label, "persistent": persistent, "iters": it,
                                         "waves": w, "m": m, "n": n, "k": k, "config": config,
                                         "wall_s": time.time() - t0}

@@ -2,25 +2,24 @@
 """Summarizes a benches/sm90/run.sh output directory: tuned winner vs cuBLAS per shape, and for
 every exhaustive run the model's top-1 and best-of-top-8 as ratios to the exhaustive best (all
 times from the exhaustive run itself), with the tuning wall times."""
-import gzip
-import lzma
 import json
 import math
+import os
 import pathlib
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stored  # noqa: E402
 
 out = pathlib.Path(sys.argv[1])
 
 
 def results(name):
-    for p, read in [(out / f"{name}.json", lambda p: p.read_text()),
-                    (out / f"{name}.json.gz", lambda p: gzip.decompress(p.read_bytes()).decode()),
-                    (out / f"{name}.json.xz", lambda p: lzma.decompress(p.read_bytes()).decode())]:
-        if p.exists():
-            try:
-                return json.loads(read(p))["results"]
-            except (json.JSONDecodeError, KeyError):
-                return []
+    for path in stored.find(str(out / f"{name}.json")):
+        try:
+            return stored.load(path)["results"]
+        except (ValueError, KeyError):
+            return []
     return []
 
 

@@ -11,12 +11,16 @@ that is illegal, failed to compile or run, or computed a wrong result counts as 
 the ranker answered with an error or not at all.
 """
 
-import gzip
 import json
 import lzma
 import math
+import os
+import sys
 
 from configs import config_key, legality_error
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stored  # noqa: E402
 
 # Statuses a measured config can have in triton_sweep.json.
 TIMED = "timed"
@@ -32,10 +36,8 @@ def load_picks(path, label):
     under benches/triton/picks/ are, or .xz); return {"label", "path", "meta", "results"}. Raises
     PicksError."""
     try:
-        with (gzip.open(path, "rt") if str(path).endswith(".gz")
-              else lzma.open(path, "rt") if str(path).endswith(".xz") else open(path)) as f:
-            doc = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+        doc = stored.load(path)
+    except (OSError, EOFError, ValueError, lzma.LZMAError) as e:
         raise PicksError(f"{label} picks {path}: cannot read JSON: {e}") from e
     return parse_picks(doc, label, path)
 
