@@ -4,9 +4,10 @@
 #   LATENCY_TAR=target/latcarry.tar.xz ROUNDS=3 CORE=5 bash benches/latency-ab.sh LABEL [LABEL ...]
 #
 # LATENCY_TAR holds latcarry/latency-LABEL, each a stripped build of `cargo build --release -p carver
-# --example latency`. Each round runs every label once (5 calls a shape over eval/latency-1000.csv);
-# the readings of this machine's CPU vary by a third between calls, so only builds timed side by
-# side compare, by their fastest round. Writes $OUT/latency-ab.txt and prints the fastest medians.
+# --example latency` (the system allocator) or `--example latency_mimalloc` (the front ends').
+# Each round runs every label once (5 calls a shape over eval/latency-1000.csv); the readings of
+# this machine's CPU vary by a third between calls, so only builds timed side by side compare, by
+# their fastest round. Writes $OUT/latency-ab.txt and prints the fastest medians.
 set -euo pipefail
 : "${OUT:?set OUT}"
 [ $# -ge 1 ] || { echo "usage: benches/latency-ab.sh LABEL [LABEL ...]" >&2; exit 2; }

@@ -179,13 +179,20 @@ pub enum InstructionFamily {
     Tcgen05,
 }
 
-impl fmt::Display for InstructionFamily {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl InstructionFamily {
+    /// The PTX spelling (`mma.sync`), as `Display` writes it.
+    pub const fn name(self) -> &'static str {
+        match self {
             Self::MmaSync => "mma.sync",
             Self::Wgmma => "wgmma",
             Self::Tcgen05 => "tcgen05",
-        })
+        }
+    }
+}
+
+impl fmt::Display for InstructionFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

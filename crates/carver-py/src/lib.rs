@@ -22,6 +22,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::args::ProblemKind;
+
+/// The CLI's allocator (`carver-cli`'s `main.rs` says why), with thread-locals Python's `dlopen`
+/// can place.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use crate::errors::{Kind, Warnings, detached, error, flow_error, guarded};
 use crate::objects::{
     Breakdown, Hint, Prediction, PricedConfig, Recommendations, ShapeResult, Tile, hint_list,

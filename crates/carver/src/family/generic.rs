@@ -46,13 +46,18 @@ impl FamilyRules for GenericRules {
         problem: &Problem,
         arch: &Arch,
     ) -> Vec<WarpLayout> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(WARPS.len());
+        // The instruction depends on the warps only through whether wgmma can run them.
+        let (with_wgmma, without) = (
+            pick_mma(arch, problem, true),
+            pick_mma(arch, problem, false),
+        );
         for &w in &WARPS {
             if w * 256 > block_m * block_n {
                 continue;
             }
             let wgmma_ok = w % 4 == 0 && block_m % 64 == 0;
-            let Some(mma) = pick_mma(arch, problem, wgmma_ok) else {
+            let Some(mma) = (if wgmma_ok { with_wgmma } else { without }) else {
                 continue;
             };
             let (wm, wn) = match mma {
@@ -152,7 +157,7 @@ impl FamilyRules for GenericRules {
         native_object([
             ("block", json!([c.block_m, c.block_n])),
             ("cluster", json!([c.cluster_m, c.cluster_n])),
-            ("mma", c.mma.to_string().into()),
+            ("mma", c.mma.name().into()),
             ("num_warps", c.compute_warps().into()),
             ("pipeline_stage", c.stages.into()),
             (
