@@ -18,10 +18,17 @@ COLUMNS = [
     ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", "tensor%"),
     ("smsp__issue_active.avg.pct_of_peak_sustained_active", "issue%"),
     ("sm__warps_active.avg.pct_of_peak_sustained_active", "occ%"),
+    ("launch__occupancy_limit_shared_mem", "blocks by smem"),
+    ("launch__occupancy_limit_registers", "by regs"),
+    ("launch__shared_mem_per_block_dynamic", "dyn smem"),
+    ("launch__shared_mem_per_block_static", "static smem"),
+    ("smsp__inst_executed.sum", "instr"),
 ]
 # Units ncu writes, in the summary's (microseconds, megabytes).
 SCALE = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3,
          "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3}
+# Printed as counted (bytes of shared memory per block, not megabytes).
+UNSCALED = {"dyn smem", "static smem"}
 STALL = "smsp__average_warps_issue_stalled_"
 STALL_END = "_per_issue_active.ratio"
 
@@ -54,7 +61,8 @@ for path in sys.argv[1:]:
             x = num(r[i]) if i is not None else None
             if x is None:
                 continue
-            parts.append(f"{label} {x * SCALE.get(units[i], 1.0):.1f}")
+            scale = 1.0 if label in UNSCALED else SCALE.get(units[i], 1.0)
+            parts.append(f"{label} {x * scale:.1f}")
         stalls = []
         for metric, i in col.items():
             if metric.startswith(STALL) and metric.endswith(STALL_END) and "_not_issued" not in metric:

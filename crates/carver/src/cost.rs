@@ -580,6 +580,14 @@ impl<'a> Pricer<'a> {
         self
     }
 
+    /// The same pricer for a kernel each of whose blocks makes `loads` dependent round trips to
+    /// the L2 (each address read from the one before) before it can address its first stage:
+    /// they lengthen the block's start by an L2 hit's latency each.
+    pub fn with_dependent_loads_before_start(mut self, loads: u32) -> Self {
+        self.block_start += f64::from(loads) * L2_HIT_LATENCY_CYCLES / self.clock;
+        self
+    }
+
     /// The same pricer with DRAM streaming at `efficiency` (0, 1] of the arch's rate: for a
     /// kernel family whose access pattern is known to stream below the rate this model assumes.
     pub fn with_dram_efficiency(mut self, efficiency: f64) -> Self {

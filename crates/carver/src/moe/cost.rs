@@ -146,10 +146,25 @@ pub(crate) fn weight_stream_efficiency(c: &MoeConfig, gemm: &Problem, p: &MoePro
     }
 }
 
+/// Dependent L2 round trips a block of the fused-MoE kernel makes before it can address its
+/// first stage: the count of padded rows (blocks past it exit), then its rows' pair ids and its
+/// expert id, from which its A rows and its expert's weights are addressed. The index arrays are
+/// small and read by every block, so they are L2 hits.
+const INDEX_LOADS_BEFORE_FIRST_STAGE: u32 = 2;
+
 /// The dense pricer as the fused-MoE kernel runs `c`: the expert weights at their streaming
-/// rate, and with block scales each K step's product scaled before it is accumulated.
+/// rate, each block's start lengthened by its index loads, and with block scales each K step's
+/// product scaled before it is accumulated.
+///
+/// The index loads weigh most where a block's main loop is short (the down GEMM's K is the
+/// shard's intermediate size): measured on the H200 (`benches/moe/probe_gemms.py`, E 128, top-8,
+/// hidden 2048, N 192, 1024 tokens; docs/RESULTS.md, "The fused-MoE kernel's short blocks"), a
+/// down GEMM block of 64 x 64 with K 128 and 4 stages, alone on its SM, took 3.2 us where the
+/// model without them priced 2.4.
 fn moe_pricer<'a>(pricer: Pricer<'a>, c: &MoeConfig, gemm: &Problem, p: &MoeProblem) -> Pricer<'a> {
-    let pricer = pricer.with_dram_efficiency(weight_stream_efficiency(c, gemm, p));
+    let pricer = pricer
+        .with_dram_efficiency(weight_stream_efficiency(c, gemm, p))
+        .with_dependent_loads_before_start(INDEX_LOADS_BEFORE_FIRST_STAGE);
     if p.block_shape.is_some() {
         pricer.with_block_scales()
     } else {
@@ -228,6 +243,38 @@ mod tests {
                 time_of(&c, &g, &pricers, p, arch).unwrap()
             })
             .sum()
+    }
+
+    /// The down GEMM of Qwen3-30B-A3B at TP 4 has K 192: one or two K steps a block, so each
+    /// block's start weighs on its time and resident blocks hide it. Measured on the H200 with
+    /// the GEMMs timed alone (`benches/moe/probe_gemms.py`, 1024 tokens; docs/RESULTS.md, "The
+    /// fused-MoE kernel's short blocks"): 64 x 64 with K 128 and 4 stages (one block an SM) took
+    /// 2.29x the time of K 64 (three blocks an SM); without its index loads the model put it at
+    /// 1.51x.
+    #[test]
+    fn index_loads_weigh_on_blocks_with_few_k_steps() {
+        let db = HardwareDb::embedded().unwrap();
+        let h200 = db.get("h200").unwrap();
+        let p = MoeTemplate::new(128, 8, 2048, 768)
+            .with_tp(4)
+            .validate(h200)
+            .unwrap();
+        let down_time = |block_k| {
+            let c = MoeConfig {
+                block_m: 64,
+                block_n: 64,
+                block_k,
+                group_m: 1,
+                num_warps: 4,
+                num_stages: 4,
+            };
+            let occupancy = p.routing.occupancy(1024, &[c.block_m])[0];
+            let g = variants(&p, Gemm::Down, 1024, c.block_m, occupancy);
+            let pricers = pricers_for(&g, h200).unwrap();
+            time_of(&c, &g, &pricers, &p, h200).unwrap()
+        };
+        let ratio = down_time(128) / down_time(64);
+        assert!(ratio > 1.6, "K 128 over K 64: {ratio}");
     }
 
     /// With block scales every K step waits for its scale loads, which Triton does not pipeline:
