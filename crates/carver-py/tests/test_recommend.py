@@ -268,3 +268,23 @@ def test_blank_environment_variables_count_as_unset(cli_json, monkeypatch):
     monkeypatch.setenv("CARVER_CACHE_DIR", "")
     assert carver.arch_list() == doc["gpus"]
     assert len(carver.recommend(256, 256, 256, topk=2)) == 2
+
+
+def test_recommendations_from_many_threads_match_one_thread():
+    # The module runs its flows without the interpreter lock and allocates with mimalloc, whose
+    # thread-locals a module loaded with dlopen must place dynamically: threads that recommend at
+    # once get what one thread gets.
+    from concurrent.futures import ThreadPoolExecutor
+
+    shapes = [(m, n, k) for m in (1, 96, 4096) for n, k in ((4096, 4096), (14336, 4096), (1000, 3000))]
+    targets = ("triton", "tilelang", "cuda-sm90", "generic")
+
+    def run(job):
+        (m, n, k), target = job
+        return [h.to_dict() for h in carver.recommend(m, n, k, target=target, arch="h100")]
+
+    jobs = [(s, t) for s in shapes for t in targets]
+    alone = [run(j) for j in jobs]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = list(pool.map(run, jobs * 3))
+    assert together == alone * 3
