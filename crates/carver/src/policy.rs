@@ -809,6 +809,17 @@ fn best_stages(
     let deepest = room
         .checked_div(per_stage)
         .map_or(hi, |extra| hi.min(lo + extra as u32));
+    // A block that waits for its staged loads every iteration gains nothing the model sees from
+    // a deeper ring of its other operand, so its depths tie and the deepest would win; yet the
+    // deeper ring costs its prologue and shared memory. Over the stored sweeps one stage more
+    // made B-staged configs 1.8-4.8% slower (geomean per depth, 7,087 pairs; docs/RESULTS.md,
+    // "Staged configs prefer three quarters of their deepest ring"), while the shallowest depth
+    // lost more than it won. Such a structure prefers its deepest ring's depth variant.
+    let deepest = if family.load_paths(p, arch).any_staged() {
+        variant_depth(deepest, lo).unwrap_or(deepest)
+    } else {
+        deepest
+    };
     // Occupancy beyond what the grid can fill changes nothing the model (or the GPU) sees.
     let usable = pricer.usable_occupancy(terms, &base);
     let mut best: Option<(Candidate, u32)> = None;
@@ -1096,6 +1107,36 @@ mod tests {
             }
         }
         assert!(checked.0 > 0 && checked.1 > 0, "{checked:?}");
+    }
+
+    /// Jais-13B's MLP at 64 tokens (64 x 13653 x 5120: N odd, so Triton stages B through
+    /// registers): the H200 ran 64 x 64 x 64 with 16 K splits in 183.6 us with 5 stages and 385.7
+    /// with 6, the model's first pick before this rule (docs/RESULTS.md, "Staged configs prefer
+    /// three quarters of their deepest ring"). No structure of a staged problem is offered at the
+    /// deepest ring it fits (its depth variant may be shallower still).
+    #[test]
+    fn staged_structures_stop_short_of_their_deepest_ring() {
+        let db = HardwareDb::embedded().unwrap();
+        let arch = db.get("h200").unwrap();
+        let family = Family::Triton.rules();
+        let p = MatmulTemplate::new(64, 13653, 5120)
+            .with_family(Family::Triton)
+            .validate(arch)
+            .unwrap();
+        assert!(family.load_paths(&p, arch).any_staged());
+        let (lo, hi) = family.stage_range();
+        let offered = candidates_for_topk(family, &p, arch, Some(8));
+        assert!(!offered.is_empty());
+        for c in offered.iter().filter(|c| c.hedged_registers.is_none()) {
+            let fits =
+                |stages| check_config(family, &TileConfig { stages, ..c.tile }, &p, arch).is_ok();
+            let deepest = (lo..=hi).rev().find(|&s| fits(s)).unwrap();
+            assert!(
+                c.tile.stages < deepest || deepest == lo,
+                "{:?} at its deepest ring ({deepest})",
+                c.tile
+            );
+        }
     }
 
     #[test]
