@@ -2,8 +2,9 @@
 
 use std::process::ExitCode;
 
-/// A recommendation allocates many short-lived lists; mimalloc takes 8-11% fewer instructions
-/// for them than glibc's allocator (docs/RESULTS.md, "Recommendation latency").
+/// A recommendation allocates many short-lived lists; with mimalloc it takes 8-12% fewer
+/// instructions than with glibc's allocator (docs/RESULTS.md, "Recommendation latency: the front
+/// ends allocate with mimalloc").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

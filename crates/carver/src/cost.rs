@@ -580,6 +580,12 @@ impl<'a> Pricer<'a> {
         self
     }
 
+    /// Whether the family stages an operand of this problem through registers (its blocks then
+    /// wait for those loads every iteration, whatever the pipeline depth).
+    pub(crate) fn any_staged(&self) -> bool {
+        self.paths.any_staged()
+    }
+
     /// The same pricer for a kernel each of whose blocks makes `loads` dependent round trips to
     /// the L2 (each address read from the one before) before it can address its first stage:
     /// they lengthen the block's start by an L2 hit's latency each.

@@ -815,7 +815,7 @@ fn best_stages(
     // made B-staged configs 1.8-4.8% slower (geomean per depth, 7,087 pairs; docs/RESULTS.md,
     // "Staged configs prefer three quarters of their deepest ring"), while the shallowest depth
     // lost more than it won. Such a structure prefers its deepest ring's depth variant.
-    let deepest = if family.load_paths(p, arch).any_staged() {
+    let deepest = if pricer.any_staged() {
         variant_depth(deepest, lo).unwrap_or(deepest)
     } else {
         deepest
