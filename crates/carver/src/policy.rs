@@ -165,7 +165,7 @@ fn register_hedges(
         ..
     } = *search;
     let (limit, shallowest) = search.variant_bounds(candidates);
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(candidates.len());
     for (c, terms) in candidates.iter().zip(terms) {
         let Some(margin) = family.register_estimate_margin(&c.tile, p) else {
             continue;
@@ -330,7 +330,7 @@ fn depth_variants(
         ..
     } = *search;
     let (limit, shallowest) = search.variant_bounds(candidates);
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(candidates.len());
     for (c, terms) in candidates
         .iter()
         .zip(terms)
@@ -401,8 +401,8 @@ impl Search<'_> {
         bks: &[u32],
         topk: Option<usize>,
     ) -> (Vec<Candidate>, Vec<StructureTerms>) {
-        let mut out = Vec::with_capacity(256);
-        let mut terms = Vec::with_capacity(256);
+        let mut out = Vec::with_capacity(512);
+        let mut terms = Vec::with_capacity(512);
         let Some(topk) = topk else {
             // The whole space: nothing to prune, no order needed.
             let (layouts, groups) = self.groups(bms, bns, bks);
@@ -431,9 +431,9 @@ impl Search<'_> {
         let mut layouts: Vec<Vec<WarpLayout>> = vec![Vec::new(); pairs.len()];
         // Sized for a typical search up front (growing them was a few percent of a call).
         let mut groups: Vec<(usize, TileGroup)> = Vec::with_capacity(4 * pairs.len());
-        let mut structures: Vec<Structure> = Vec::with_capacity(256);
+        let mut structures: Vec<Structure> = Vec::with_capacity(1024);
         // Each structure's lower bound, by structure.
-        let mut bounds: Vec<f64> = Vec::with_capacity(256);
+        let mut bounds: Vec<f64> = Vec::with_capacity(1024);
         // Where each expanded group's structures lie in `structures`, by group.
         let mut expanded: Vec<Option<(usize, usize)>> = Vec::with_capacity(4 * pairs.len());
         // Best bound first. Bounds are finite and non-negative, so their bit patterns sort as
