@@ -98,6 +98,12 @@ pub fn candidates(family: &dyn FamilyRules, p: &Problem, arch: &Arch) -> Vec<Can
     candidates_for_topk(family, p, arch, None)
 }
 
+/// Structures a search typically expands, and prices, for one problem: its lists are sized for
+/// them up front, since growing them was 5-6% of a generic recommendation's instructions
+/// (callgrind; docs/RESULTS.md, "the search's lists sized up front").
+const TYPICAL_STRUCTURES: usize = 1024;
+const TYPICAL_PRICED: usize = 512;
+
 /// The configurations a ranking of `topk` can pick from: [`candidates`] without the structures
 /// whose lower bound shows they can be neither in the ranking's diversity window nor among the
 /// `topk` fastest. The ranking of what is left is the ranking of the whole list.
@@ -401,8 +407,8 @@ impl Search<'_> {
         bks: &[u32],
         topk: Option<usize>,
     ) -> (Vec<Candidate>, Vec<StructureTerms>) {
-        let mut out = Vec::with_capacity(512);
-        let mut terms = Vec::with_capacity(512);
+        let mut out = Vec::with_capacity(TYPICAL_PRICED);
+        let mut terms = Vec::with_capacity(TYPICAL_PRICED);
         let Some(topk) = topk else {
             // The whole space: nothing to prune, no order needed.
             let (layouts, groups) = self.groups(bms, bns, bks);
@@ -431,9 +437,9 @@ impl Search<'_> {
         let mut layouts: Vec<Vec<WarpLayout>> = vec![Vec::new(); pairs.len()];
         // Sized for a typical search up front (growing them was a few percent of a call).
         let mut groups: Vec<(usize, TileGroup)> = Vec::with_capacity(4 * pairs.len());
-        let mut structures: Vec<Structure> = Vec::with_capacity(1024);
+        let mut structures: Vec<Structure> = Vec::with_capacity(TYPICAL_STRUCTURES);
         // Each structure's lower bound, by structure.
-        let mut bounds: Vec<f64> = Vec::with_capacity(1024);
+        let mut bounds: Vec<f64> = Vec::with_capacity(TYPICAL_STRUCTURES);
         // Where each expanded group's structures lie in `structures`, by group.
         let mut expanded: Vec<Option<(usize, usize)>> = Vec::with_capacity(4 * pairs.len());
         // Best bound first. Bounds are finite and non-negative, so their bit patterns sort as
