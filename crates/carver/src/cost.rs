@@ -488,6 +488,9 @@ pub struct Pricer<'a> {
     /// The arch's `mma.sync` instruction for the problem's class where the arch measured how
     /// long one of a warp's k-steps waits for the last ([`Pricer::k_step_chain`]).
     mma_sync: Option<MmaSyncSteps>,
+    /// Seconds of a launched block's own path outside its main loop, where a round of blocks
+    /// is priced no shorter than one block's path ([`Pricer::with_own_path_floor`]).
+    out_of_loop: Option<f64>,
 }
 
 /// A warp's `mma.sync` k-steps: the instruction's shape, the seconds one SM sub-partition takes
@@ -544,6 +547,7 @@ impl<'a> Pricer<'a> {
                 f64::from(r.kernels) * EXTRA_KERNEL_US * 1e-6 + r.bytes / arch.dram_bandwidth()
             },
             block_scales: false,
+            out_of_loop: None,
             mma_sync: arch
                 .instructions_for(p.class)
                 .find(|i| i.family == InstructionFamily::MmaSync)
@@ -591,6 +595,16 @@ impl<'a> Pricer<'a> {
     /// they lengthen the block's start by an L2 hit's latency each.
     pub fn with_dependent_loads_before_start(mut self, loads: u32) -> Self {
         self.block_start += f64::from(loads) * L2_HIT_LATENCY_CYCLES / self.clock;
+        self
+    }
+
+    /// The same pricer for a kernel whose launched blocks spend `out_of_loop_cycles` on their
+    /// own path outside the main loop (indexing before it, the epilogue after it). Resident
+    /// blocks overlap one another's waits, so a round of them is priced as their shared time,
+    /// but never shorter than one block's own path: its start, its fill, its iterations'
+    /// latency and those cycles. That floor binds where blocks run few K steps each.
+    pub fn with_own_path_floor(mut self, out_of_loop_cycles: f64) -> Self {
+        self.out_of_loop = Some(out_of_loop_cycles / self.clock);
         self
     }
 
@@ -1277,9 +1291,18 @@ impl<'a> Pricer<'a> {
                 epilogue += count * epi;
                 0.0
             } else {
-                main += count * (iters * it.total() + (fill + start) / resident);
+                let shared = iters * it.total() + (fill + start) / resident;
+                // Resident blocks overlap one another's waits, but a round of them lasts at
+                // least as long as one block's own path.
+                let out_of_loop = self.out_of_loop.unwrap_or(0.0);
+                let own_path = start + fill + iters * it.latency.max(it.single) + out_of_loop;
+                main += count
+                    * match self.out_of_loop {
+                        Some(_) => shared.max(own_path),
+                        None => shared,
+                    };
                 epilogue += count * charged;
-                start
+                start + out_of_loop
             };
             first_resident.get_or_insert(resident);
             last = (epi, charged);

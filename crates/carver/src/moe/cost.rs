@@ -152,8 +152,19 @@ pub(crate) fn weight_stream_efficiency(c: &MoeConfig, gemm: &Problem, p: &MoePro
 /// small and read by every block, so they are L2 hits.
 const INDEX_LOADS_BEFORE_FIRST_STAGE: u32 = 2;
 
+/// Cycles a fused-MoE block spends on its own path outside its K loop, beyond what the dense
+/// model prices (its start, index loads, fill and iterations): the pair-id and routing-weight
+/// addressing, the pipeline's prologue and drain, the masked epilogue. A round of resident
+/// blocks lasts at least one block's path, so where blocks run one to three K steps (the down
+/// GEMM at small per-shard N) their time follows the rounds, not the bytes. Measured on the
+/// H200 with Nsight Compute (docs/RESULTS.md, "A round of short fused-MoE blocks"): down GEMMs
+/// of 1-3 K steps at 1-4 blocks an SM take 3.2-3.7 us a round, and the model's own path for
+/// them was 0.9-2.4 us short; 3,000 cycles is the median of those four gaps (1,700-4,400).
+const OUT_OF_LOOP_CYCLES: f64 = 3_000.0;
+
 /// The dense pricer as the fused-MoE kernel runs `c`: the expert weights at their streaming
-/// rate, each block's start lengthened by its index loads, and with block scales each K step's
+/// rate, each block's start lengthened by its index loads, each round no shorter than one
+/// block's own path, and with block scales each K step's
 /// product scaled before it is accumulated.
 ///
 /// The index loads weigh most where a block's main loop is short (the down GEMM's K is the
@@ -164,7 +175,8 @@ const INDEX_LOADS_BEFORE_FIRST_STAGE: u32 = 2;
 fn moe_pricer<'a>(pricer: Pricer<'a>, c: &MoeConfig, gemm: &Problem, p: &MoeProblem) -> Pricer<'a> {
     let pricer = pricer
         .with_dram_efficiency(weight_stream_efficiency(c, gemm, p))
-        .with_dependent_loads_before_start(INDEX_LOADS_BEFORE_FIRST_STAGE);
+        .with_dependent_loads_before_start(INDEX_LOADS_BEFORE_FIRST_STAGE)
+        .with_own_path_floor(OUT_OF_LOOP_CYCLES);
     if p.block_shape.is_some() {
         pricer.with_block_scales()
     } else {
@@ -275,6 +287,41 @@ mod tests {
         };
         let ratio = down_time(128) / down_time(64);
         assert!(ratio > 1.6, "K 128 over K 64: {ratio}");
+    }
+
+    /// Kimi-K2 at TP 16 has N 128: its down GEMM's blocks run one K step (K 128) or two (K 64),
+    /// and at 4 tokens there are 7,168 of them. Measured on the H200 with Nsight Compute
+    /// (docs/RESULTS.md, "A round of short fused-MoE blocks"): 16 x 32 with K 128 and 5 stages
+    /// (4 blocks an SM, 3.5 us a round) took 47.2 us, K 64 (9 blocks an SM) 27.2 us, 1.74x.
+    /// Without the floor of a block's own path the model priced 1.31x: resident blocks hid
+    /// every block's path.
+    #[test]
+    fn a_round_of_one_step_blocks_lasts_a_blocks_path() {
+        let db = HardwareDb::embedded().unwrap();
+        let h200 = db.get("h200").unwrap();
+        let p = MoeTemplate::new(384, 8, 7168, 2048)
+            .with_tp(16)
+            .validate(h200)
+            .unwrap();
+        let down_time = |block_k| {
+            let c = MoeConfig {
+                block_m: 16,
+                block_n: 32,
+                block_k,
+                group_m: 1,
+                num_warps: 4,
+                num_stages: 5,
+            };
+            let occupancy = p.routing.occupancy(4, &[c.block_m])[0];
+            let g = variants(&p, Gemm::Down, 4, c.block_m, occupancy);
+            let pricers = pricers_for(&g, h200).unwrap();
+            time_of(&c, &g, &pricers, &p, h200).unwrap()
+        };
+        let ratio = down_time(128) / down_time(64);
+        assert!(ratio > 1.5, "K 128 over K 64: {ratio}");
+        // Seven thousand one-step blocks take tens of microseconds, as measured, not the 19-25
+        // the model priced without the floor.
+        assert!(down_time(64) > 25e-6, "K 64: {} us", down_time(64) * 1e6);
     }
 
     /// With block scales every K step waits for its scale loads, which Triton does not pipeline:
