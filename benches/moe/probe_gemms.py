@@ -5,9 +5,11 @@ with the routing weight), with the registers Triton compiled. A measurement for 
     python3 benches/moe/probe_gemms.py --experts 128 --topk 6 --hidden 4096 --n 1408 --tokens 3072 \
         --configs M256_N128_K64_G1_w8_s4,M128_N256_K64_G1_w8_s4 --out $OUT/probe.json
 
-Each time is the median of `--reps` launches, each launch alone between two events (the GEMMs
-here take hundreds of microseconds, far above a launch's host cost); the weights are rotated
-over copies so that each launch reads them from DRAM, as in a real model's layer.
+Each time is the median of `--reps` launches, each alone between two events. All launches are
+queued before one synchronization, each behind a write of a 256 MiB buffer that evicts the L2
+and keeps the GPU busy while the host prepares the next launch: a Triton launch's host cost
+(tens of microseconds) would otherwise land inside a small GEMM's events. The weights are
+rotated over copies as well, so each launch reads them from DRAM, as in a real model's layer.
 """
 import argparse
 import json
@@ -23,21 +25,23 @@ from harness import parse_config_key  # noqa: E402
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
 
+FLUSH_BYTES = 256 << 20
+
+
 def timed(launches, reps):
     """Median microseconds of one launch; `launches` cycles through the weight copies."""
     for fn in launches:
         fn()
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for i in range(reps):
-        fn = launches[i % len(launches)]
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for i, (start, end) in enumerate(pairs):
+        flush.zero_()
         start.record()
-        fn()
+        launches[i % len(launches)]()
         end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    times.sort()
+    torch.cuda.synchronize()
+    times = sorted(start.elapsed_time(end) * 1e3 for start, end in pairs)
     return times[len(times) // 2]
 
 
