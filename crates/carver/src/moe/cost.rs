@@ -244,17 +244,32 @@ mod tests {
     use crate::moe::{MoeDtype, MoeTemplate};
     use carver_arch::HardwareDb;
 
+    /// Predicted time of `c` for one GEMM of the layer at `m` tokens, seconds.
+    fn gemm_time(p: &MoeProblem, arch: &Arch, gemm: Gemm, m: u64, c: &MoeConfig) -> f64 {
+        let occupancy = p.routing.occupancy(m, &[c.block_m])[0];
+        let g = variants(p, gemm, m, c.block_m, occupancy);
+        let pricers = pricers_for(&g, arch).unwrap();
+        time_of(c, &g, &pricers, p, arch).unwrap()
+    }
+
     /// Predicted time of `c` for the whole layer at `m` tokens, seconds.
     fn layer_time(p: &MoeProblem, arch: &Arch, m: u64, c: MoeConfig) -> f64 {
-        let occupancy = p.routing.occupancy(m, &[c.block_m])[0];
         Gemm::BOTH
             .iter()
-            .map(|&gemm| {
-                let g = variants(p, gemm, m, c.block_m, occupancy);
-                let pricers = pricers_for(&g, arch).unwrap();
-                time_of(&c, &g, &pricers, p, arch).unwrap()
-            })
+            .map(|&gemm| gemm_time(p, arch, gemm, m, &c))
             .sum()
+    }
+
+    /// A 4-warp config of tile `block_m` x `block_n` x `block_k`, `num_stages` deep.
+    fn four_warps(block_m: u32, block_n: u32, block_k: u32, num_stages: u32) -> MoeConfig {
+        MoeConfig {
+            block_m,
+            block_n,
+            block_k,
+            group_m: 1,
+            num_warps: 4,
+            num_stages,
+        }
     }
 
     /// The down GEMM of Qwen3-30B-A3B at TP 4 has K 192: one or two K steps a block, so each
@@ -271,20 +286,8 @@ mod tests {
             .with_tp(4)
             .validate(h200)
             .unwrap();
-        let down_time = |block_k| {
-            let c = MoeConfig {
-                block_m: 64,
-                block_n: 64,
-                block_k,
-                group_m: 1,
-                num_warps: 4,
-                num_stages: 4,
-            };
-            let occupancy = p.routing.occupancy(1024, &[c.block_m])[0];
-            let g = variants(&p, Gemm::Down, 1024, c.block_m, occupancy);
-            let pricers = pricers_for(&g, h200).unwrap();
-            time_of(&c, &g, &pricers, &p, h200).unwrap()
-        };
+        let down_time =
+            |block_k| gemm_time(&p, h200, Gemm::Down, 1024, &four_warps(64, 64, block_k, 4));
         let ratio = down_time(128) / down_time(64);
         assert!(ratio > 1.6, "K 128 over K 64: {ratio}");
     }
@@ -303,20 +306,8 @@ mod tests {
             .with_tp(16)
             .validate(h200)
             .unwrap();
-        let down_time = |block_k| {
-            let c = MoeConfig {
-                block_m: 16,
-                block_n: 32,
-                block_k,
-                group_m: 1,
-                num_warps: 4,
-                num_stages: 5,
-            };
-            let occupancy = p.routing.occupancy(4, &[c.block_m])[0];
-            let g = variants(&p, Gemm::Down, 4, c.block_m, occupancy);
-            let pricers = pricers_for(&g, h200).unwrap();
-            time_of(&c, &g, &pricers, &p, h200).unwrap()
-        };
+        let down_time =
+            |block_k| gemm_time(&p, h200, Gemm::Down, 4, &four_warps(16, 32, block_k, 5));
         let ratio = down_time(128) / down_time(64);
         assert!(ratio > 1.5, "K 128 over K 64: {ratio}");
         // Seven thousand one-step blocks take tens of microseconds, as measured, not the 19-25
