@@ -44,6 +44,8 @@ const MMA_SYNC_ON_WGMMA_ARCH: f64 = 0.5;
 /// Exponent of the norm that combines the per-iteration demands on tensor cores, shared memory,
 /// L2 and DRAM (overlap of independent units is good but not perfect).
 const OVERLAP_NORM: i32 = 4;
+/// Elements one warp instruction converts: two a lane (`cvt.rn.f16x2.e4m3x2`), 32 lanes.
+const CONVERTED_ELEMENTS_PER_WARP_INSTRUCTION: f64 = 64.0;
 /// Bytes per clock one SM can pull from the L2 (its L1 fill port on Ampere and Hopper).
 const SM_L2_PORT_BYTES_PER_CLOCK: f64 = 64.0;
 /// Issue cycles one warp spends per element it stages through registers: address and mask
@@ -339,7 +341,9 @@ pub struct StructureTerms {
     iters: u64,
     flops_per_iter: f64,
     smem_per_iter: f64,
-    staged_issue: f64,
+    /// Seconds one block's warps spend per iteration issuing element-wise work themselves
+    /// (operands staged through registers, operands converted before `mma.sync`), per scheduler.
+    element_issue: f64,
     /// Seconds one block spends scaling its accumulator per iteration (block scales only).
     rescale_issue: f64,
     /// One block's own critical path per iteration: its math or its shared-memory traffic,
@@ -463,6 +467,12 @@ pub struct Pricer<'a> {
     e: f64,
     eo: f64,
     peak: f64,
+    /// The tensor peak the family's `mma.sync` tiles run at: the problem class's, or the class
+    /// the family converts its operands to ([`FamilyRules::mma_sync_operand_class`]).
+    mma_sync_peak: f64,
+    /// Whether those tiles convert their operands to that class first, each warp its own
+    /// fragments every iteration.
+    mma_sync_converts: bool,
     dram_bw: f64,
     l2_bw: f64,
     smem_bw_sm: f64,
@@ -514,6 +524,8 @@ impl<'a> Pricer<'a> {
         let l2_usable = arch.l2.size_bytes as f64 * L2_USABLE_FRACTION;
         let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
         let peak = arch.peak_flops(p.class)?;
+        let mma_sync_class = family.mma_sync_operand_class(p.class, arch);
+        let mma_sync_peak = arch.peak_flops(mma_sync_class).unwrap_or(peak);
         let has_wgmma = arch
             .tensor_instructions
             .iter()
@@ -530,6 +542,8 @@ impl<'a> Pricer<'a> {
             e,
             eo: f64::from(p.c.bytes()),
             peak,
+            mma_sync_peak,
+            mma_sync_converts: mma_sync_class != p.class,
             dram_bw: arch.dram_bandwidth(),
             l2_bw: arch.l2_bandwidth(),
             smem_bw_sm: arch.smem_bandwidth() / sms,
@@ -549,11 +563,11 @@ impl<'a> Pricer<'a> {
             block_scales: false,
             out_of_loop: None,
             mma_sync: arch
-                .instructions_for(p.class)
+                .instructions_for(mma_sync_class)
                 .find(|i| i.family == InstructionFamily::MmaSync)
                 .and_then(|i| {
-                    let per_sub_partition =
-                        peak / sms * mma_efficiency(InstructionFamily::MmaSync, arch, 1, has_wgmma);
+                    let per_sub_partition = mma_sync_peak / sms
+                        * mma_efficiency(InstructionFamily::MmaSync, arch, 1, has_wgmma);
                     let (m, n) = (i.m.min(), i.n.min());
                     Some(MmaSyncSteps {
                         m,
@@ -695,7 +709,6 @@ impl<'a> Pricer<'a> {
             sms,
             clock,
             e,
-            peak,
             has_wgmma,
             paths,
             ..
@@ -727,10 +740,21 @@ impl<'a> Pricer<'a> {
         // Element-wise staging: each warp issues its elements' loads, conversions and stores itself.
         let warps_per_scheduler = c.compute_warps().div_ceil(arch.sm.tensor_cores.max(1));
         let (staged_a, staged_b) = staged_elements_per_operand(c, paths);
-        let staged_issue = (f64::from(staged_a) * STAGED_ELEMENT_CYCLES
-            + f64::from(staged_b) * STAGED_B_ELEMENT_CYCLES)
-            * f64::from(warps_per_scheduler)
-            / clock;
+        let staged_cycles = f64::from(staged_a) * STAGED_ELEMENT_CYCLES
+            + f64::from(staged_b) * STAGED_B_ELEMENT_CYCLES;
+        // Converted operands: each warp converts its A rows and B columns of the step, two
+        // elements a lane per instruction, before its `mma.sync`s can read them.
+        let convert_cycles = if self.mma_sync_converts && c.mma == InstructionFamily::MmaSync {
+            let (warp_m, warp_n) = (c.block_m / c.warps_m.max(1), c.block_n / c.warps_n.max(1));
+            f64::from((warp_m + warp_n) * c.block_k) / CONVERTED_ELEMENTS_PER_WARP_INSTRUCTION
+        } else {
+            0.0
+        };
+        // Staging waits on its own loads, on the block's own path; a warp converts the next
+        // step's fragments while its tensor instructions run, so conversions take issue slots
+        // (the throughput) and not the block's own path.
+        let staged_issue = staged_cycles * f64::from(warps_per_scheduler) / clock;
+        let element_issue = staged_issue + convert_cycles * f64::from(warps_per_scheduler) / clock;
         // Block scales: each warp scales its accumulator elements after every K step.
         let rescale_issue = if self.block_scales {
             f64::from(c.block_m * c.block_n / c.threads().max(1) * warps_per_scheduler)
@@ -752,7 +776,8 @@ impl<'a> Pricer<'a> {
         let tiles = launched_tiles(c, tiles_m, tiles_n, p.batch);
         let flops_per_iter = 2.0 * bm * bn * bk;
         let smem_per_iter = (bm + bn) * bk * e + (bm * a_reads + bn * b_reads) * bk * e;
-        let single_rate = peak / sms * mma_efficiency(c.mma, arch, c.compute_warps(), has_wgmma);
+        let single_rate =
+            self.peak_of(c.mma) / sms * mma_efficiency(c.mma, arch, c.compute_warps(), has_wgmma);
         let l2_mainloop = self.l2_mainloop_bytes(tiles_m, tiles_n);
         let block_iters = (tiles * u64::from(c.split_k) * iters) as f64;
         let (a_panel, b_panel) = panel_bytes(p, c.block_m, c.block_n);
@@ -765,7 +790,7 @@ impl<'a> Pricer<'a> {
             iters,
             flops_per_iter,
             smem_per_iter,
-            staged_issue,
+            element_issue,
             rescale_issue,
             single: (flops_per_iter / single_rate)
                 .max(smem_per_iter / self.smem_bw_sm)
@@ -834,7 +859,7 @@ impl<'a> Pricer<'a> {
         let busiest = units.div_ceil(u64::from(self.arch.sm.count)) as f64 * t.iters as f64;
         let best_rate = self.best_rate(c.mma);
         self.bound_of(BoundParts {
-            compute: busiest * (t.flops_per_iter / best_rate + t.staged_issue),
+            compute: busiest * (t.flops_per_iter / best_rate + t.element_issue),
             smem: busiest * t.smem_per_iter / self.smem_bw_sm,
             l2_mainloop: t.l2_mainloop,
             l2_rate: self.l2_floor_rate(c.block_m, c.block_n, (t.tiles_m, t.tiles_n), units),
@@ -1081,10 +1106,18 @@ impl<'a> Pricer<'a> {
         }
     }
 
+    /// The tensor peak `mma` instructions run at for this problem.
+    fn peak_of(&self, mma: InstructionFamily) -> f64 {
+        match mma {
+            InstructionFamily::MmaSync => self.mma_sync_peak,
+            InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => self.peak,
+        }
+    }
+
     /// The tensor rate per SM of `mma` with every tensor core busy.
     fn best_rate(&self, mma: InstructionFamily) -> f64 {
         let eff = mma_efficiency(mma, self.arch, self.arch.sm.tensor_cores, self.has_wgmma);
-        self.peak / self.sms * eff
+        self.peak_of(mma) / self.sms * eff
     }
 
     /// Bytes each block writes in its epilogue (split-K: fp32 partials) and the rate they go at.
@@ -1172,7 +1205,6 @@ impl<'a> Pricer<'a> {
         let Pricer {
             arch,
             sms,
-            peak,
             dram_bw,
             l2_bw,
             smem_bw_sm,
@@ -1194,10 +1226,10 @@ impl<'a> Pricer<'a> {
         // (Time-equivalent bytes: narrow rows stream slower; the latency's hit rate counts bytes.)
         let dram_per_iter = traffic.streamed / t.block_iters;
         let latency = self.stage_latency(dram_mainloop, l2_mainloop);
-        let (flops_per_iter, smem_per_iter, staged_issue, rescale_issue) = (
+        let (flops_per_iter, smem_per_iter, element_issue, rescale_issue) = (
             t.flops_per_iter,
             t.smem_per_iter,
-            t.staged_issue,
+            t.element_issue,
             t.rescale_issue,
         );
 
@@ -1212,9 +1244,10 @@ impl<'a> Pricer<'a> {
         // `resident` blocks per SM (per-SM throughput), `blocks` in the whole wave (global bandwidth).
         let iteration = |resident: f64, blocks: f64| -> IterationTimes {
             let warps = (resident as u32) * c.compute_warps();
-            let tc_rate = peak / sms * mma_efficiency(c.mma, arch, warps, has_wgmma);
+            let tc_rate = self.peak_of(c.mma) / sms * mma_efficiency(c.mma, arch, warps, has_wgmma);
             // Scaling runs on the FP32 lanes: resident blocks overlap it with their math.
-            let compute = resident * ((flops_per_iter / tc_rate).max(rescale_issue) + staged_issue);
+            let compute =
+                resident * ((flops_per_iter / tc_rate).max(rescale_issue) + element_issue);
             let smem = resident * smem_per_iter / smem_bw_sm;
             let l2 = self.l2_seconds(blocks * l2_per_iter, served, blocks);
             let dram = blocks * dram_per_iter / dram_bw;
@@ -1470,6 +1503,42 @@ mod tests {
             mma: InstructionFamily::MmaSync,
             ..tile(block_m, block_n, 1)
         }
+    }
+
+    /// Triton 3.6 converts fp8 operands to f16 for `mma.sync` where the arch also has `wgmma`
+    /// (the PTX of its sm_90 build: `cvt.rn.f16x2.e4m3x2`, then `m16n8k16.f16`), and keeps them
+    /// fp8 on an arch whose only tensor path is `mma.sync` (sm_89: `m16n8k32.e4m3`).
+    #[test]
+    fn triton_runs_fp8_mma_sync_tiles_in_f16_where_the_arch_has_wgmma() {
+        let db = HardwareDb::embedded().unwrap();
+        let terms = |arch_key: &str, dtype: DType, c: &TileConfig| {
+            let arch = db.get(arch_key).unwrap();
+            let p = MatmulTemplate::new(16, 8192, 8192)
+                .with_dtype(dtype)
+                .with_family(Family::Triton)
+                .validate(arch)
+                .unwrap();
+            let pricer = Pricer::new(Family::Triton.rules(), &p, arch).unwrap();
+            (pricer.terms(c), pricer.best_rate(c.mma))
+        };
+        let thin = mma_sync(16, 128, 128, (1, 4));
+        // Hopper: the f16 rate, and each warp converts its 16 + 32 rows of the step's 128.
+        let (fp8, fp8_rate) = terms("h200", DType::E4m3, &thin);
+        let (f16, f16_rate) = terms("h200", DType::F16, &thin);
+        assert_eq!(fp8_rate, f16_rate);
+        assert!(fp8.element_issue > f16.element_issue);
+        // A wgmma tile keeps the fp8 rate.
+        let wide = TileConfig {
+            mma: InstructionFamily::Wgmma,
+            ..tile(64, 128, 1)
+        };
+        let wgmma_ratio = terms("h200", DType::E4m3, &wide).1 / terms("h200", DType::F16, &wide).1;
+        assert!((wgmma_ratio - 2.0).abs() < 0.01, "{wgmma_ratio}");
+        // Ada: mma.sync runs fp8 natively, twice the f16 rate, nothing converted.
+        let (ada_fp8, ada_fp8_rate) = terms("l40s", DType::E4m3, &thin);
+        let (ada_f16, ada_f16_rate) = terms("l40s", DType::F16, &thin);
+        assert!(ada_fp8_rate > 1.5 * ada_f16_rate);
+        assert_eq!(ada_fp8.element_issue, ada_f16.element_issue);
     }
 
     #[test]

@@ -11,7 +11,7 @@ mod triton;
 use std::fmt;
 use std::str::FromStr;
 
-use carver_arch::{Arch, InstructionFamily};
+use carver_arch::{Arch, ComputeClass, InstructionFamily};
 use serde::{Deserialize, Serialize};
 
 use crate::problem::Problem;
@@ -248,6 +248,13 @@ pub trait FamilyRules: Sync {
     /// wait behind the product (warp-specialized producers) or where it was not measured.
     fn queued_wgmma_instructions(&self) -> Option<u32> {
         None
+    }
+
+    /// The compute class the family's `mma.sync` tiles run a problem of `class` in on `arch`:
+    /// `class` itself, or the class its compiler converts both operands to before the
+    /// instruction (every warp its own fragments, every K step).
+    fn mma_sync_operand_class(&self, class: ComputeClass, _arch: &Arch) -> ComputeClass {
+        class
     }
 
     /// SM cycles that starting one more block on an SM costs the family's kernel beyond its

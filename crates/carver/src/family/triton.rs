@@ -1,7 +1,7 @@
 //! Triton's tiled matmul: `BLOCK_SIZE_M/N/K`, `GROUP_SIZE_M`, `SPLIT_K`, `num_warps`,
 //! `num_stages`. Powers of two of at least 16 for blocks, as `tl.dot` and `tl.arange` require.
 
-use carver_arch::{Arch, InstructionFamily};
+use carver_arch::{Arch, ComputeClass, InstructionFamily};
 
 use super::{
     ConfigError, Family, FamilyRules, LoadPath, LoadPaths, ProblemRejected, Resources,
@@ -131,6 +131,26 @@ impl FamilyRules for TritonRules {
 
     fn split_k_reduction(&self) -> SplitKReduction {
         SplitKReduction::AtomicWorkspace
+    }
+
+    /// Triton 3.6 lowers an fp8 `tl.dot` on `mma.sync` tiles to the f16 instruction
+    /// (`m16n8k16`) after converting both operands (`cvt.rn.f16x2.e4m3x2`) on GPUs that also
+    /// have a warpgroup or tensor-memory instruction (sm_90, sm_100), and to the native
+    /// `m16n8k32.e4m3` where `mma.sync` is the only tensor path (sm_89, sm_120): the PTX of the
+    /// fused-MoE kernel compiled for each target without a GPU (docs/RESULTS.md, "Triton runs
+    /// fp8 `mma.sync` tiles in f16 on Hopper").
+    fn mma_sync_operand_class(&self, class: ComputeClass, arch: &Arch) -> ComputeClass {
+        let has_async_mma = arch.tensor_instructions.iter().any(|i| {
+            matches!(
+                i.family,
+                InstructionFamily::Wgmma | InstructionFamily::Tcgen05
+            )
+        });
+        if class == ComputeClass::Fp8 && has_async_mma {
+            ComputeClass::F16
+        } else {
+            class
+        }
     }
 
     fn resources(&self, c: &TileConfig, problem: &Problem) -> Resources {
