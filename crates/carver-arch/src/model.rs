@@ -467,6 +467,11 @@ impl Arch {
             .map(|t| t * 1e12)
     }
 
+    /// Whether the GPU has tensor instructions of `family`, for any class.
+    pub fn has_tensor_family(&self, family: InstructionFamily) -> bool {
+        self.tensor_instructions.iter().any(|i| i.family == family)
+    }
+
     /// The tensor instruction families usable for a compute class, best first.
     pub fn instructions_for(
         &self,

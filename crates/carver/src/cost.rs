@@ -526,10 +526,7 @@ impl<'a> Pricer<'a> {
         let peak = arch.peak_flops(p.class)?;
         let mma_sync_class = family.mma_sync_operand_class(p.class, arch);
         let mma_sync_peak = arch.peak_flops(mma_sync_class).unwrap_or(peak);
-        let has_wgmma = arch
-            .tensor_instructions
-            .iter()
-            .any(|i| i.family == InstructionFamily::Wgmma);
+        let has_wgmma = arch.has_tensor_family(InstructionFamily::Wgmma);
         Some(Self {
             p,
             arch,
@@ -1327,15 +1324,12 @@ impl<'a> Pricer<'a> {
                 let shared = iters * it.total() + (fill + start) / resident;
                 // Resident blocks overlap one another's waits, but a round of them lasts at
                 // least as long as one block's own path.
-                let out_of_loop = self.out_of_loop.unwrap_or(0.0);
-                let own_path = start + fill + iters * it.latency.max(it.single) + out_of_loop;
-                main += count
-                    * match self.out_of_loop {
-                        Some(_) => shared.max(own_path),
-                        None => shared,
-                    };
+                let own_path = self.out_of_loop.map(|out_of_loop| {
+                    start + fill + iters * it.latency.max(it.single) + out_of_loop
+                });
+                main += count * own_path.map_or(shared, |path| shared.max(path));
                 epilogue += count * charged;
-                start + out_of_loop
+                start + self.out_of_loop.unwrap_or(0.0)
             };
             first_resident.get_or_insert(resident);
             last = (epi, charged);

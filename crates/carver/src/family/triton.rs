@@ -140,12 +140,8 @@ impl FamilyRules for TritonRules {
     /// fused-MoE kernel compiled for each target without a GPU (docs/RESULTS.md, "Triton runs
     /// fp8 `mma.sync` tiles in f16 on Hopper").
     fn mma_sync_operand_class(&self, class: ComputeClass, arch: &Arch) -> ComputeClass {
-        let has_async_mma = arch.tensor_instructions.iter().any(|i| {
-            matches!(
-                i.family,
-                InstructionFamily::Wgmma | InstructionFamily::Tcgen05
-            )
-        });
+        let has_async_mma = arch.has_tensor_family(InstructionFamily::Wgmma)
+            || arch.has_tensor_family(InstructionFamily::Tcgen05);
         if class == ComputeClass::Fp8 && has_async_mma {
             ComputeClass::F16
         } else {

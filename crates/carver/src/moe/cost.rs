@@ -164,8 +164,8 @@ const OUT_OF_LOOP_CYCLES: f64 = 3_000.0;
 
 /// The dense pricer as the fused-MoE kernel runs `c`: the expert weights at their streaming
 /// rate, each block's start lengthened by its index loads, each round no shorter than one
-/// block's own path, and with block scales each K step's
-/// product scaled before it is accumulated.
+/// block's own path, and with block scales each K step's product scaled before it is
+/// accumulated.
 ///
 /// The index loads weigh most where a block's main loop is short (the down GEMM's K is the
 /// shard's intermediate size) and few blocks share an SM to hide them: measured on the H200
