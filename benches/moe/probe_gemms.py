@@ -1,9 +1,11 @@
-"""The two GEMMs of one bf16 fused-MoE layer timed apart, per config: which of them holds a tile
+"""The two GEMMs of one fused-MoE layer timed apart, per config (bf16, or fp8 w8a8 with per-tensor
+or [128, 128] block scales): which of them holds a tile
 shape's gap (the gate/up GEMM, [pairs, K] x [E, 2N, K], or the down GEMM, [pairs, N] x [E, K, N]
 with the routing weight), with the registers Triton compiled. A measurement for the cost model.
 
     python3 benches/moe/probe_gemms.py --experts 128 --topk 6 --hidden 4096 --n 1408 --tokens 3072 \
         --configs M256_N128_K64_G1_w8_s4,M128_N256_K64_G1_w8_s4 --out $OUT/probe.json
+    python3 benches/moe/probe_gemms.py ... --dtype fp8_w8a8 [--block-shape 128,128]
 
 Each time is the median of `--reps` launches, each alone between two events. All launches are
 queued before one synchronization, each behind a write of a 256 MiB buffer that evicts the L2
@@ -55,8 +57,13 @@ def main():
     ap.add_argument("--configs", required=True, help="comma-separated config keys")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--copies", type=int, default=3, help="weight copies the launches rotate over")
+    ap.add_argument("--dtype", choices=("bf16", "fp8_w8a8"), default="bf16")
+    ap.add_argument("--block-shape", help="block scales of fp8 weights: 128,128 (default: per tensor)")
     ap.add_argument("--out")
     a = ap.parse_args()
+    block = [int(v) for v in a.block_shape.split(",")] if a.block_shape else None
+    if block and a.dtype != "fp8_w8a8":
+        ap.error("--block-shape needs --dtype fp8_w8a8")
     configs = [{n: parse_config_key(k.strip())[n] for n in KEYS} for k in a.configs.split(",") if k.strip()]
     x, w1, w2, tw, ti = mk.random_problem(a.tokens, a.experts, a.topk, a.hidden, a.n)
     w1s = [w1] + [w1.clone() for _ in range(a.copies - 1)]
@@ -66,17 +73,31 @@ def main():
     act = torch.randn((pairs, a.n), dtype=x.dtype, device=x.device)
     y = torch.empty((pairs, a.hidden), dtype=x.dtype, device=x.device)
     routed = tw.reshape(-1)
+    # fp8: the GEMMs' inputs as the layer quantizes them (x and the activation per tensor, or per
+    # token and K block), each weight copy quantized once.
+    gate_in, down_in = (x, None), (act, None)
+    if a.dtype == "fp8_w8a8":
+        q1 = [mk.quantize_weights_fp8(w, block) for w in w1s]
+        q2 = [mk.quantize_weights_fp8(w, block) for w in w2s]
+        w1s, w2s = [q for q, _ in q1], [q for q, _ in q2]
+        s1s, s2s = [sc for _, sc in q1], [sc for _, sc in q2]
+        gate_in, down_in = mk._quant_fp8(x, block), mk._quant_fp8(act, block)
+    else:
+        s1s, s2s = [None] * len(w1s), [None] * len(w2s)
+    gx, gxs = gate_in[0], gate_in[1]
+    dx, dxs = down_in[0], down_in[1]
     rows = []
-    print(f"E={a.experts} top-{a.topk} hidden={a.hidden} N={a.n} M={a.tokens}: each GEMM alone, median of {a.reps}")
+    print(f"E={a.experts} top-{a.topk} hidden={a.hidden} N={a.n} M={a.tokens} {a.dtype}"
+          f"{' block ' + a.block_shape if block else ''}: each GEMM alone, median of {a.reps}")
     print(f"{'config':26s} {'gate/up us':>10s} {'down us':>8s} {'sum us':>8s}  regs/spills (gate/up, down)")
     for cfg in configs:
         sid, eid, npp = mk.align_block_size(ti, cfg["BLOCK_SIZE_M"], a.experts)
         try:
-            gu = timed([lambda w=w: mk.invoke_gemm(x, w, h, None, sid, eid, npp, a.topk, False, cfg) for w in w1s],
-                       a.reps)
+            gu = timed([lambda w=w, sc=sc: mk.invoke_gemm(gx, w, h, None, sid, eid, npp, a.topk, False, cfg, gxs, sc,
+                                                         block) for w, sc in zip(w1s, s1s)], a.reps)
             gu_regs = mk.last_binary_resources()["gate_up"]
-            dn = timed([lambda w=w: mk.invoke_gemm(act, w, y, routed, sid, eid, npp, 1, True, cfg) for w in w2s],
-                       a.reps)
+            dn = timed([lambda w=w, sc=sc: mk.invoke_gemm(dx, w, y, routed, sid, eid, npp, 1, True, cfg, dxs, sc,
+                                                         block) for w, sc in zip(w2s, s2s)], a.reps)
             dn_regs = mk.last_binary_resources()["down"]
         except Exception as e:  # a config Triton cannot compile here: report and go on
             print(f"{mk.config_key(cfg):26s} failed: {str(e)[:120]}")

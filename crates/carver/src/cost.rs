@@ -498,9 +498,28 @@ pub struct Pricer<'a> {
     /// The arch's `mma.sync` instruction for the problem's class where the arch measured how
     /// long one of a warp's k-steps waits for the last ([`Pricer::k_step_chain`]).
     mma_sync: Option<MmaSyncSteps>,
-    /// Seconds of a launched block's own path outside its main loop, where a round of blocks
-    /// is priced no shorter than one block's path ([`Pricer::with_own_path_floor`]).
-    out_of_loop: Option<f64>,
+    /// The instructions a launched block's warps issue outside its main loop, where a round of
+    /// blocks is priced no shorter than one block's path ([`Pricer::with_own_path_floor`]).
+    out_of_loop: Option<OutOfLoop>,
+}
+
+/// What each warp of a launched block issues outside its main loop (indexing before it, the
+/// epilogue after it), one instruction waiting for the one before.
+#[derive(Clone, Copy, Debug)]
+pub struct OutOfLoop {
+    pub instructions_per_warp: f64,
+    /// Cycles between two of a warp's instructions when nothing else issues on its scheduler.
+    pub dependent_issue_cycles: f64,
+}
+
+impl OutOfLoop {
+    /// Cycles of that path in a round of `resident` blocks of `warps` warps on an SM of
+    /// `schedulers`: each warp waits between its instructions, unless the schedulers have more
+    /// to issue than those waits leave room for.
+    fn cycles(&self, resident: f64, warps: u32, schedulers: u32) -> f64 {
+        let warps_per_scheduler = resident * f64::from(warps) / f64::from(schedulers.max(1));
+        self.instructions_per_warp * self.dependent_issue_cycles.max(warps_per_scheduler)
+    }
 }
 
 /// A warp's `mma.sync` k-steps: the instruction's shape, the seconds one SM sub-partition takes
@@ -609,13 +628,13 @@ impl<'a> Pricer<'a> {
         self
     }
 
-    /// The same pricer for a kernel whose launched blocks spend `out_of_loop_cycles` on their
-    /// own path outside the main loop (indexing before it, the epilogue after it). Resident
-    /// blocks overlap one another's waits, so a round of them is priced as their shared time,
-    /// but never shorter than one block's own path: its start, its fill, its iterations'
-    /// latency and those cycles. That floor binds where blocks run few K steps each.
-    pub fn with_own_path_floor(mut self, out_of_loop_cycles: f64) -> Self {
-        self.out_of_loop = Some(out_of_loop_cycles / self.clock);
+    /// The same pricer for a kernel whose launched blocks issue `out_of_loop` on their own path
+    /// outside the main loop (indexing before it, the epilogue after it). Resident blocks
+    /// overlap one another's waits, so a round of them is priced as their shared time, but
+    /// never shorter than one block's own path: its start, its fill, its iterations' latency
+    /// and those instructions. That floor binds where blocks run few K steps each.
+    pub fn with_own_path_floor(mut self, out_of_loop: OutOfLoop) -> Self {
+        self.out_of_loop = Some(out_of_loop);
         self
     }
 
@@ -1324,12 +1343,14 @@ impl<'a> Pricer<'a> {
                 let shared = iters * it.total() + (fill + start) / resident;
                 // Resident blocks overlap one another's waits, but a round of them lasts at
                 // least as long as one block's own path.
-                let own_path = self.out_of_loop.map(|out_of_loop| {
-                    start + fill + iters * it.latency.max(it.single) + out_of_loop
+                let out_of_loop = self.out_of_loop.map(|o| {
+                    o.cycles(resident, c.compute_warps(), arch.sm.tensor_cores) / self.clock
                 });
+                let own_path = out_of_loop
+                    .map(|cycles| start + fill + iters * it.latency.max(it.single) + cycles);
                 main += count * own_path.map_or(shared, |path| shared.max(path));
                 epilogue += count * charged;
-                start + self.out_of_loop.unwrap_or(0.0)
+                start + out_of_loop.unwrap_or(0.0)
             };
             first_resident.get_or_insert(resident);
             last = (epi, charged);

@@ -191,11 +191,11 @@ fn group_size_twins_do_not_crowd_the_top_k() {
 fn warp_ties_go_to_more_warps() {
     let db = db();
     let h200 = db.get("h200").unwrap();
-    // Qwen3-30B-A3B at TP 4: 128 x 128 x 64 is the file's tile at 4096 tokens, and its two warp
-    // counts are priced alike.
-    let t = MoeTemplate::new(128, 8, 2048, 768).with_tp(4);
-    let hints = recommend_moe(&t, h200, 4096, TopK::new(1024).unwrap()).unwrap();
-    let mut ties = 0;
+    // Mixtral-8x7B at 512 tokens: every block runs a long K loop, so no block's own path binds,
+    // and 128 x 128 x 64's two warp counts are priced alike.
+    let t = MoeTemplate::new(8, 2, 4096, 14336);
+    let hints = recommend_moe(&t, h200, 512, TopK::new(1024).unwrap()).unwrap();
+    let mut tied_tiles = Vec::new();
     for (i, h) in hints.iter().enumerate() {
         for later in &hints[i + 1..] {
             // The same config but for its warp count.
@@ -204,7 +204,7 @@ fn warp_ties_go_to_more_warps() {
                 && h.time_us == later.time_us
                 && h.config.num_warps != later.config.num_warps
             {
-                ties += 1;
+                tied_tiles.push((h.config.block_m, h.config.block_n, h.config.block_k));
                 assert!(
                     h.config.num_warps > later.config.num_warps,
                     "{:?} ranked before {:?}",
@@ -214,14 +214,9 @@ fn warp_ties_go_to_more_warps() {
             }
         }
     }
-    assert!(ties > 0, "no tie between warp counts to check");
-    assert_eq!(
-        (
-            hints[0].config.block_m,
-            hints[0].config.block_n,
-            hints[0].config.num_warps
-        ),
-        (128, 128, 8)
+    assert!(
+        tied_tiles.contains(&(128, 128, 64)),
+        "128 x 128 x 64 has no tie between warp counts to check (ties: {tied_tiles:?})"
     );
 }
 

@@ -29,7 +29,7 @@ use carver_arch::Arch;
 use super::routing::Occupancy;
 use super::space::{MoeConfig, resources_of, tile_of};
 use super::template::MoeProblem;
-use crate::cost::{Pricer, blocks_per_sm};
+use crate::cost::{OutOfLoop, Pricer, blocks_per_sm};
 use crate::family::TritonRules;
 use crate::prediction::Prediction;
 use crate::problem::Problem;
@@ -152,15 +152,38 @@ pub(crate) fn weight_stream_efficiency(c: &MoeConfig, gemm: &Problem, p: &MoePro
 /// small and read by every block, so they are L2 hits.
 const INDEX_LOADS_BEFORE_FIRST_STAGE: u32 = 2;
 
+/// Instructions each warp of a fused-MoE block issues whatever its tile (Nsight Compute on the
+/// H200, Triton 3.6, eleven down GEMMs of one or two K steps: docs/RESULTS.md, "A block's own
+/// path follows its loads"): the index loads, the routing weight, the loop's control.
+const OWN_PATH_BASE_INSTRUCTIONS: f64 = 260.0;
+/// Instructions a warp issues per 16-byte chunk each of its threads loads in one stage: the
+/// gathered rows' and the expert's addresses and masks, computed once for the block, the copy
+/// itself and its shared-memory address (the same eleven GEMMs: 257 + 67 a chunk reproduced
+/// 424 to 1,768 instructions a warp within 25%).
+const OWN_PATH_INSTRUCTIONS_PER_CHUNK: f64 = 67.0;
+/// Cycles between a warp's instructions when it has its scheduler to itself: each waits for the
+/// one before (Nsight Compute's warp latency per issued instruction, 4.4-5.1, for blocks alone
+/// on their SM; a Hopper SM has four schedulers).
+const DEPENDENT_ISSUE_CYCLES: f64 = 4.5;
+
 /// Cycles a fused-MoE block spends on its own path outside its K loop, beyond what the dense
-/// model prices (its start, index loads, fill and iterations): the pair-id and routing-weight
-/// addressing, the pipeline's prologue and drain, the masked epilogue. A round of resident
-/// blocks lasts at least one block's path, so where blocks run one to three K steps (the down
-/// GEMM at small per-shard N) their time follows the rounds, not the bytes. Measured on the
-/// H200 with Nsight Compute (docs/RESULTS.md, "A round of short fused-MoE blocks"): down GEMMs
-/// of 1-3 K steps at 1-4 blocks an SM take 3.2-3.7 us a round, and the model's own path for
-/// them was 0.9-2.4 us short; 3,000 cycles is the median of those four gaps (1,700-4,400).
-const OUT_OF_LOOP_CYCLES: f64 = 3_000.0;
+/// model prices (its start, index loads, fill and iterations): the instructions one warp issues
+/// one after another to address its tile and write it. A round of resident blocks lasts at least
+/// one block's path, so where blocks run one to three K steps (the down GEMM at small per-shard
+/// N) their time follows the rounds, not the bytes: measured on the H200, down GEMMs of 1-3 K
+/// steps take 3.2-5.5 us a round (docs/RESULTS.md, "A round of short fused-MoE blocks").
+fn out_of_loop(c: &MoeConfig, p: &MoeProblem) -> OutOfLoop {
+    let threads = f64::from(32 * c.num_warps);
+    let stage_bytes = f64::from(c.effective_block_k(p))
+        * f64::from(c.block_m + c.block_n)
+        * f64::from(p.dtype.input().bytes());
+    let chunks = stage_bytes / 16.0 / threads;
+    OutOfLoop {
+        instructions_per_warp: OWN_PATH_BASE_INSTRUCTIONS
+            + OWN_PATH_INSTRUCTIONS_PER_CHUNK * chunks,
+        dependent_issue_cycles: DEPENDENT_ISSUE_CYCLES,
+    }
+}
 
 /// The dense pricer as the fused-MoE kernel runs `c`: the expert weights at their streaming
 /// rate, each block's start lengthened by its index loads, each round no shorter than one
@@ -176,7 +199,7 @@ fn moe_pricer<'a>(pricer: Pricer<'a>, c: &MoeConfig, gemm: &Problem, p: &MoeProb
     let pricer = pricer
         .with_dram_efficiency(weight_stream_efficiency(c, gemm, p))
         .with_dependent_loads_before_start(INDEX_LOADS_BEFORE_FIRST_STAGE)
-        .with_own_path_floor(OUT_OF_LOOP_CYCLES);
+        .with_own_path_floor(out_of_loop(c, p));
     if p.block_shape.is_some() {
         pricer.with_block_scales()
     } else {
@@ -313,6 +336,26 @@ mod tests {
         // Seven thousand one-step blocks take tens of microseconds, as measured, not the 19-25
         // the model priced without the floor.
         assert!(down_time(64) > 25e-6, "K 64: {} us", down_time(64) * 1e6);
+    }
+
+    /// A block's own path grows with the loads each of its threads addresses: GLM-4.5 at TP 8,
+    /// fp8 per tensor, one token. The down GEMM (K 192, one or two K steps a block) measured on
+    /// the H200 (benches/moe/runs/h200-2026-11-29-probe-fp8-decode): 64 x 128 x 256, one block an
+    /// SM, 1,768 instructions a warp, 18.6 us; 16 x 64 x 128, 759 instructions, 9.0 us (2.07x;
+    /// Nsight Compute 16.4 and 6.5 us). With a fixed path outside the loop the model put it at
+    /// 1.67x.
+    #[test]
+    fn a_blocks_own_path_follows_its_loads() {
+        let db = HardwareDb::embedded().unwrap();
+        let h200 = db.get("h200").unwrap();
+        let p = MoeTemplate::new(160, 8, 5120, 1536)
+            .with_tp(8)
+            .with_dtype(MoeDtype::Fp8W8a8)
+            .validate(h200)
+            .unwrap();
+        let down = |c| gemm_time(&p, h200, Gemm::Down, 1, &c);
+        let ratio = down(four_warps(64, 128, 256, 4)) / down(four_warps(16, 64, 128, 4));
+        assert!(ratio > 2.0, "64 x 128 x 256 over 16 x 64 x 128: {ratio}");
     }
 
     /// With block scales every K step waits for its scale loads, which Triton does not pipeline:
