@@ -103,12 +103,19 @@ def load_problems(path, which, only):
         if bad:
             raise FatalError(f"--models: unknown {bad}; known: {sorted(known)}")
         models = [m for m in sets["all"] if m["name"] in want]
+    # The kernel's own rules for a layer (moe_tune.Problem's), checked before any GPU time is spent:
+    # a layer it cannot run would stall the sweep until the harness's timeout.
+    from carver import InvalidInputError
+    from carver import moe_tune as mt
     out = []
     for m in models:
         for tp in m["tp"]:
-            if m["intermediate"] % tp:
-                raise FatalError(f"{m['name']}: intermediate {m['intermediate']} not divisible by tp {tp}")
-            out.append(dict(m, tp=tp, n=m["intermediate"] // tp, label=f"{m['name']}/tp{tp}"))
+            label = f"{m['name']}/tp{tp}"
+            try:
+                mt.Problem(m["experts"], m["topk"], m["hidden"], m["intermediate"], tp=tp)
+            except InvalidInputError as e:
+                raise FatalError(f"{label}: the kernel cannot run this layer: {e}") from e
+            out.append(dict(m, tp=tp, n=m["intermediate"] // tp, label=label))
     return out
 
 

@@ -39,3 +39,23 @@ def test_previous_picks_name_only_configs_of_the_harness_format():
                 for key in by_m.values():
                     assert set(harness.parse_config_key(key)) == {
                         "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages"}
+
+
+def test_every_model_set_is_one_the_kernel_can_run():
+    for name in harness.MODEL_SETS:
+        assert harness.load_problems(os.path.join(MOE_BENCH, "models.json"), name, None), name
+
+
+def test_a_layer_the_kernel_cannot_run_is_refused_before_any_gpu_time(tmp_path):
+    # GPT-OSS-120B at TP 8: N = 360 is not a multiple of 16 (the kernel's vectorised loads).
+    doc = {name: [] for name in harness.MODEL_SETS}
+    doc["main"] = [{"name": "gpt-oss-120b", "experts": 128, "topk": 4, "hidden": 2880,
+                    "intermediate": 2880, "tp": [8]}]
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps(doc))
+    try:
+        harness.load_problems(str(path), "main", None)
+    except harness.FatalError as e:
+        assert "gpt-oss-120b/tp8" in str(e) and "multiple of 16" in str(e)
+    else:
+        raise AssertionError("a layer with N 360 was accepted")
