@@ -6,6 +6,12 @@ model's ranking of the configs the run did time ("among measured": its first and
 among them), which compares two models on the same data without that bias.
 
     python3 benches/moe/rescore.py benches/moe/runs/h200-2026-11-25-v2-holdout/moe_results.json.xz
+
+With `--pooled` it prints only the pooled "among measured" first picks of all the runs given, by
+GPU, dtype (bf16, fp8 per tensor, fp8 block-scaled) and the layer's per-shard N: the in-sample
+figure of a model change, the same points before and after.
+
+    python3 benches/moe/rescore.py --pooled benches/moe/runs/*/moe_results.json.xz
 """
 
 import argparse
@@ -25,7 +31,19 @@ def geomean(xs):
     return math.exp(sum(math.log(max(x, 1e-9)) for x in xs) / len(xs))
 
 
-def rescore(path, topk):
+def dtype_class(args):
+    if args.get("block_shape"):
+        return "fp8 block-scaled"
+    return "fp8 per tensor" if args.get("dtype") == "fp8_w8a8" else (args.get("dtype") or "bf16")
+
+
+def n_class(n):
+    return "N <= 256" if n <= 256 else ("N <= 768" if n <= 768 else "N > 768")
+
+
+def rescore(path, topk, quiet=False, pooled=None):
+    """Prints the run's scores (unless `quiet`); appends each point's "among measured" first pick
+    to `pooled[(gpu, dtype class, N class)]` when given."""
     doc = stored.load(path)
     args = doc.get("args", {})
     now_top1, now_best, run_best, unmeasured = [], [], [], 0
@@ -46,6 +64,8 @@ def rescore(path, topk):
                 among = [min(1.0, b["best_us"] / t) for t in timed]
                 among_top1.append(among[0])
                 among_best.append(max(among))
+                if pooled is not None:
+                    pooled.setdefault((doc["arch"], dtype_class(args), n_class(p["n"])), []).append(among[0])
             times = ranked[:topk]
             unmeasured += sum(t is None for t in times)
             ratios = [min(1.0, b["best_us"] / t) if t else 0.0 for t in times]
@@ -56,6 +76,8 @@ def rescore(path, topk):
             entry_default.append(b["scores"]["default"] or 0.0)
         per_model.append((e["label"], geomean(entry_top1), min(entry_top1), geomean(entry_default)))
     n = len(now_best)
+    if quiet:
+        return
     print(f"{path}: {n} (model, TP, batch size) points; {unmeasured} of {topk * n} picks not timed in the run")
     print(f"  the run's carver best-of-8:      geomean {geomean(run_best):.3f}, worst {min(run_best):.3f}")
     print(f"  installed carver best-of-{topk}, at least: geomean {geomean(now_best):.3f}, worst {min(now_best):.3f}")
@@ -70,9 +92,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="moe_results.json, .json.xz or .json.gz files")
     ap.add_argument("--topk", type=int, default=8)
+    ap.add_argument("--pooled", action="store_true",
+                    help="print only the pooled first picks among measured configs, by GPU, dtype and N")
     args = ap.parse_args()
+    pooled = {} if args.pooled else None
     for path in args.runs:
-        rescore(path, args.topk)
+        rescore(path, args.topk, quiet=args.pooled, pooled=pooled)
+    if pooled:
+        print("first pick among the configs each run timed, over the run's best (geomean, worst, points)")
+        for gpu, dtype in sorted({k[:2] for k in pooled}):
+            everything = [r for k, v in pooled.items() if k[:2] == (gpu, dtype) for r in v]
+            parts = [f"{n}: {geomean(pooled[(gpu, dtype, n)]):.4f}" for n in ("N <= 256", "N <= 768", "N > 768")
+                     if (gpu, dtype, n) in pooled]
+            print(f"  {gpu} {dtype:17s} {geomean(everything):.4f}, worst {min(everything):.3f}, "
+                  f"{len(everything)} points ({'; '.join(parts)})")
 
 
 if __name__ == "__main__":
