@@ -8,7 +8,8 @@ among them), which compares two models on the same data without that bias.
     python3 benches/moe/rescore.py benches/moe/runs/h200-2026-11-25-v2-holdout/moe_results.json.xz
 
 With `--pooled` it prints only the pooled "among measured" first picks of all the runs given, by
-GPU, dtype (bf16, fp8 per tensor, fp8 block-scaled) and the layer's per-shard N: the in-sample
+GPU, dtype (bf16, fp8 per tensor, fp8 block-scaled) and the layer's per-shard N (or, with `--by m`,
+the batch size): the in-sample
 figure of a model change, the same points before and after.
 
     python3 benches/moe/rescore.py --pooled benches/moe/runs/*/moe_results.json.xz
@@ -41,9 +42,16 @@ def n_class(n):
     return "N <= 256" if n <= 256 else ("N <= 768" if n <= 768 else "N > 768")
 
 
-def rescore(path, topk, quiet=False, pooled=None):
+def m_class(m):
+    return "M <= 2" if m <= 2 else ("M <= 32" if m <= 32 else ("M <= 512" if m <= 512 else "M > 512"))
+
+
+CLASSES = {"n": ("N <= 256", "N <= 768", "N > 768"), "m": ("M <= 2", "M <= 32", "M <= 512", "M > 512")}
+
+
+def rescore(path, topk, quiet=False, pooled=None, by="n"):
     """Prints the run's scores (unless `quiet`); appends each point's "among measured" first pick
-    to `pooled[(gpu, dtype class, N class)]` when given."""
+    to `pooled[(gpu, dtype class, N or M class)]` when given (`by`: "n" or "m")."""
     doc = stored.load(path)
     args = doc.get("args", {})
     now_top1, now_best, run_best, unmeasured = [], [], [], 0
@@ -65,7 +73,8 @@ def rescore(path, topk, quiet=False, pooled=None):
                 among_top1.append(among[0])
                 among_best.append(max(among))
                 if pooled is not None:
-                    pooled.setdefault((doc["arch"], dtype_class(args), n_class(p["n"])), []).append(among[0])
+                    size = n_class(p["n"]) if by == "n" else m_class(b["m"])
+                    pooled.setdefault((doc["arch"], dtype_class(args), size), []).append(among[0])
             times = ranked[:topk]
             unmeasured += sum(t is None for t in times)
             ratios = [min(1.0, b["best_us"] / t) if t else 0.0 for t in times]
@@ -94,16 +103,18 @@ def main():
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--pooled", action="store_true",
                     help="print only the pooled first picks among measured configs, by GPU, dtype and N")
+    ap.add_argument("--by", choices=("n", "m"), default="n",
+                    help="with --pooled: classes of the layer's per-shard N (default) or of the batch size M")
     args = ap.parse_args()
     pooled = {} if args.pooled else None
     for path in args.runs:
-        rescore(path, args.topk, quiet=args.pooled, pooled=pooled)
+        rescore(path, args.topk, quiet=args.pooled, pooled=pooled, by=args.by)
     if pooled:
         print("first pick among the configs each run timed, over the run's best (geomean, worst, points)")
         for gpu, dtype in sorted({k[:2] for k in pooled}):
             everything = [r for k, v in pooled.items() if k[:2] == (gpu, dtype) for r in v]
-            parts = [f"{n}: {geomean(pooled[(gpu, dtype, n)]):.4f}" for n in ("N <= 256", "N <= 768", "N > 768")
-                     if (gpu, dtype, n) in pooled]
+            parts = [f"{c}: {geomean(pooled[(gpu, dtype, c)]):.4f}" for c in CLASSES[args.by]
+                     if (gpu, dtype, c) in pooled]
             print(f"  {gpu} {dtype:17s} {geomean(everything):.4f}, worst {min(everything):.3f}, "
                   f"{len(everything)} points ({'; '.join(parts)})")
 
