@@ -112,10 +112,10 @@ def load_problems(path, which, only):
         for tp in m["tp"]:
             label = f"{m['name']}/tp{tp}"
             try:
-                mt.Problem(m["experts"], m["topk"], m["hidden"], m["intermediate"], tp=tp)
+                layer = mt.Problem(m["experts"], m["topk"], m["hidden"], m["intermediate"], tp=tp)
             except InvalidInputError as e:
                 raise FatalError(f"{label}: the kernel cannot run this layer: {e}") from e
-            out.append(dict(m, tp=tp, n=m["intermediate"] // tp, label=label))
+            out.append(dict(m, tp=tp, n=layer.n, label=label))
     return out
 
 

@@ -75,17 +75,12 @@ def main():
     routed = tw.reshape(-1)
     # fp8: the GEMMs' inputs as the layer quantizes them (x and the activation per tensor, or per
     # token and K block), each weight copy quantized once.
-    gate_in, down_in = (x, None), (act, None)
+    (gx, gxs), (dx, dxs) = (x, None), (act, None)
+    s1s, s2s = [None] * len(w1s), [None] * len(w2s)
     if a.dtype == "fp8_w8a8":
-        q1 = [mk.quantize_weights_fp8(w, block) for w in w1s]
-        q2 = [mk.quantize_weights_fp8(w, block) for w in w2s]
-        w1s, w2s = [q for q, _ in q1], [q for q, _ in q2]
-        s1s, s2s = [sc for _, sc in q1], [sc for _, sc in q2]
-        gate_in, down_in = mk._quant_fp8(x, block), mk._quant_fp8(act, block)
-    else:
-        s1s, s2s = [None] * len(w1s), [None] * len(w2s)
-    gx, gxs = gate_in[0], gate_in[1]
-    dx, dxs = down_in[0], down_in[1]
+        w1s, s1s = zip(*(mk.quantize_weights_fp8(w, block) for w in w1s))
+        w2s, s2s = zip(*(mk.quantize_weights_fp8(w, block) for w in w2s))
+        (gx, gxs), (dx, dxs) = mk._quant_fp8(x, block), mk._quant_fp8(act, block)
     rows = []
     print(f"E={a.experts} top-{a.topk} hidden={a.hidden} N={a.n} M={a.tokens} {a.dtype}"
           f"{' block ' + a.block_shape if block else ''}: each GEMM alone, median of {a.reps}")

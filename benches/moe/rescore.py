@@ -9,8 +9,7 @@ among them), which compares two models on the same data without that bias.
 
 With `--pooled` it prints only the pooled "among measured" first picks of all the runs given, by
 GPU, dtype (bf16, fp8 per tensor, fp8 block-scaled) and the layer's per-shard N (or, with `--by m`,
-the batch size): the in-sample
-figure of a model change, the same points before and after.
+the batch size): the in-sample figure of a model change, the same points before and after.
 
     python3 benches/moe/rescore.py --pooled benches/moe/runs/*/moe_results.json.xz
 """
@@ -38,15 +37,19 @@ def dtype_class(args):
     return "fp8 per tensor" if args.get("dtype") == "fp8_w8a8" else (args.get("dtype") or "bf16")
 
 
-def n_class(n):
-    return "N <= 256" if n <= 256 else ("N <= 768" if n <= 768 else "N > 768")
+# The size classes `--pooled` reports: the dimension's name and the upper bounds of its classes.
+SIZE_CLASSES = {"n": ("N", (256, 768)), "m": ("M", (2, 32, 512))}
 
 
-def m_class(m):
-    return "M <= 2" if m <= 2 else ("M <= 32" if m <= 32 else ("M <= 512" if m <= 512 else "M > 512"))
+def size_classes(by):
+    """The class labels of `by` ("n" or "m"), smallest first."""
+    name, bounds = SIZE_CLASSES[by]
+    return [f"{name} <= {b}" for b in bounds] + [f"{name} > {bounds[-1]}"]
 
 
-CLASSES = {"n": ("N <= 256", "N <= 768", "N > 768"), "m": ("M <= 2", "M <= 32", "M <= 512", "M > 512")}
+def size_class(value, by):
+    name, bounds = SIZE_CLASSES[by]
+    return next((f"{name} <= {b}" for b in bounds if value <= b), f"{name} > {bounds[-1]}")
 
 
 def rescore(path, topk, quiet=False, pooled=None, by="n"):
@@ -73,7 +76,7 @@ def rescore(path, topk, quiet=False, pooled=None, by="n"):
                 among_top1.append(among[0])
                 among_best.append(max(among))
                 if pooled is not None:
-                    size = n_class(p["n"]) if by == "n" else m_class(b["m"])
+                    size = size_class(p["n"] if by == "n" else b["m"], by)
                     pooled.setdefault((doc["arch"], dtype_class(args), size), []).append(among[0])
             times = ranked[:topk]
             unmeasured += sum(t is None for t in times)
@@ -113,7 +116,7 @@ def main():
         print("first pick among the configs each run timed, over the run's best (geomean, worst, points)")
         for gpu, dtype in sorted({k[:2] for k in pooled}):
             everything = [r for k, v in pooled.items() if k[:2] == (gpu, dtype) for r in v]
-            parts = [f"{c}: {geomean(pooled[(gpu, dtype, c)]):.4f}" for c in CLASSES[args.by]
+            parts = [f"{c}: {geomean(pooled[(gpu, dtype, c)]):.4f}" for c in size_classes(args.by)
                      if (gpu, dtype, c) in pooled]
             print(f"  {gpu} {dtype:17s} {geomean(everything):.4f}, worst {min(everything):.3f}, "
                   f"{len(everything)} points ({'; '.join(parts)})")

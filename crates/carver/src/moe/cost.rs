@@ -283,6 +283,13 @@ mod tests {
             .sum()
     }
 
+    /// Runs `check` on layer `t` validated for the H200.
+    fn on_h200<R>(t: MoeTemplate, check: impl FnOnce(&MoeProblem, &Arch) -> R) -> R {
+        let db = HardwareDb::embedded().unwrap();
+        let h200 = db.get("h200").unwrap();
+        check(&t.validate(h200).unwrap(), h200)
+    }
+
     /// A 4-warp config of tile `block_m` x `block_n` x `block_k`, `num_stages` deep.
     fn four_warps(block_m: u32, block_n: u32, block_k: u32, num_stages: u32) -> MoeConfig {
         MoeConfig {
@@ -303,16 +310,12 @@ mod tests {
     /// 1.51x.
     #[test]
     fn index_loads_weigh_on_blocks_with_few_k_steps() {
-        let db = HardwareDb::embedded().unwrap();
-        let h200 = db.get("h200").unwrap();
-        let p = MoeTemplate::new(128, 8, 2048, 768)
-            .with_tp(4)
-            .validate(h200)
-            .unwrap();
-        let down_time =
-            |block_k| gemm_time(&p, h200, Gemm::Down, 1024, &four_warps(64, 64, block_k, 4));
-        let ratio = down_time(128) / down_time(64);
-        assert!(ratio > 1.6, "K 128 over K 64: {ratio}");
+        on_h200(MoeTemplate::new(128, 8, 2048, 768).with_tp(4), |p, h200| {
+            let down_time =
+                |block_k| gemm_time(p, h200, Gemm::Down, 1024, &four_warps(64, 64, block_k, 4));
+            let ratio = down_time(128) / down_time(64);
+            assert!(ratio > 1.6, "K 128 over K 64: {ratio}");
+        });
     }
 
     /// Kimi-K2 at TP 16 has N 128: its down GEMM's blocks run one K step (K 128) or two (K 64),
@@ -323,19 +326,18 @@ mod tests {
     /// every block's path.
     #[test]
     fn a_round_of_one_step_blocks_lasts_a_blocks_path() {
-        let db = HardwareDb::embedded().unwrap();
-        let h200 = db.get("h200").unwrap();
-        let p = MoeTemplate::new(384, 8, 7168, 2048)
-            .with_tp(16)
-            .validate(h200)
-            .unwrap();
-        let down_time =
-            |block_k| gemm_time(&p, h200, Gemm::Down, 4, &four_warps(16, 32, block_k, 5));
-        let ratio = down_time(128) / down_time(64);
-        assert!(ratio > 1.5, "K 128 over K 64: {ratio}");
-        // Seven thousand one-step blocks take tens of microseconds, as measured, not the 19-25
-        // the model priced without the floor.
-        assert!(down_time(64) > 25e-6, "K 64: {} us", down_time(64) * 1e6);
+        on_h200(
+            MoeTemplate::new(384, 8, 7168, 2048).with_tp(16),
+            |p, h200| {
+                let down_time =
+                    |block_k| gemm_time(p, h200, Gemm::Down, 4, &four_warps(16, 32, block_k, 5));
+                let ratio = down_time(128) / down_time(64);
+                assert!(ratio > 1.5, "K 128 over K 64: {ratio}");
+                // Seven thousand one-step blocks take tens of microseconds, as measured, not the
+                // 19-25 the model priced without the floor.
+                assert!(down_time(64) > 25e-6, "K 64: {} us", down_time(64) * 1e6);
+            },
+        );
     }
 
     /// A block's own path grows with the loads each of its threads addresses: GLM-4.5 at TP 8,
@@ -346,16 +348,14 @@ mod tests {
     /// 1.67x.
     #[test]
     fn a_blocks_own_path_follows_its_loads() {
-        let db = HardwareDb::embedded().unwrap();
-        let h200 = db.get("h200").unwrap();
-        let p = MoeTemplate::new(160, 8, 5120, 1536)
+        let glm = MoeTemplate::new(160, 8, 5120, 1536)
             .with_tp(8)
-            .with_dtype(MoeDtype::Fp8W8a8)
-            .validate(h200)
-            .unwrap();
-        let down = |c| gemm_time(&p, h200, Gemm::Down, 1, &c);
-        let ratio = down(four_warps(64, 128, 256, 4)) / down(four_warps(16, 64, 128, 4));
-        assert!(ratio > 2.0, "64 x 128 x 256 over 16 x 64 x 128: {ratio}");
+            .with_dtype(MoeDtype::Fp8W8a8);
+        on_h200(glm, |p, h200| {
+            let down = |c| gemm_time(p, h200, Gemm::Down, 1, &c);
+            let ratio = down(four_warps(64, 128, 256, 4)) / down(four_warps(16, 64, 128, 4));
+            assert!(ratio > 2.0, "64 x 128 x 256 over 16 x 64 x 128: {ratio}");
+        });
     }
 
     /// With block scales every K step waits for its scale loads, which Triton does not pipeline:
@@ -366,14 +366,10 @@ mod tests {
     /// the model put it at 0.91x.
     #[test]
     fn block_scaled_steps_wait_for_their_scale_loads() {
-        let db = HardwareDb::embedded().unwrap();
-        let h200 = db.get("h200").unwrap();
-        let p = MoeTemplate::new(8, 2, 4096, 14336)
+        let mixtral = MoeTemplate::new(8, 2, 4096, 14336)
             .with_tp(8)
             .with_dtype(MoeDtype::Fp8W8a8)
-            .with_block_shape(Some([128, 128]))
-            .validate(h200)
-            .unwrap();
+            .with_block_shape(Some([128, 128]));
         let config = |block_n, num_warps, num_stages| MoeConfig {
             block_m: 64,
             block_n,
@@ -382,14 +378,16 @@ mod tests {
             num_warps,
             num_stages,
         };
-        for m in [1024, 2048, 4096] {
-            let wide = layer_time(&p, h200, m, config(256, 8, 5));
-            let narrow = layer_time(&p, h200, m, config(128, 4, 4));
-            assert!(
-                wide > narrow,
-                "M {m}: 64 x 256 x 8 warps {wide} <= 64 x 128 x 4 warps {narrow}"
-            );
-        }
+        on_h200(mixtral, |p, h200| {
+            for m in [1024, 2048, 4096] {
+                let wide = layer_time(p, h200, m, config(256, 8, 5));
+                let narrow = layer_time(p, h200, m, config(128, 4, 4));
+                assert!(
+                    wide > narrow,
+                    "M {m}: 64 x 256 x 8 warps {wide} <= 64 x 128 x 4 warps {narrow}"
+                );
+            }
+        });
     }
 
     /// With block scales each K step's product is scaled before it is accumulated, after the
