@@ -73,6 +73,23 @@ impl TritonRules {
     }
 }
 
+impl TritonRules {
+    /// Shared-memory buffers Triton 3.6's software pipeliner allocates for an operand loaded
+    /// `num_stages` deep into a tile that runs on `mma`: the `num_stages - 1` stages loaded ahead
+    /// of the one the tensor instruction reads, and that one too where the instruction reads
+    /// shared memory asynchronously (`wgmma`, `tcgen05`), so that the next load cannot
+    /// overwrite it. Nsight Compute on the H200 read the dynamic shared memory of 14 dense
+    /// 16-row configs (`benches/triton/runs/h200-2026-11-28-ncu-decode`) and of 20 fused-MoE
+    /// configs (`benches/moe/runs/h200-2026-11-29-probe-*`) exactly so (docs/RESULTS.md,
+    /// "Triton's stage buffers").
+    pub(crate) fn pipelined_buffers(num_stages: u32, mma: InstructionFamily) -> u32 {
+        match mma {
+            InstructionFamily::MmaSync => num_stages.saturating_sub(1).max(1),
+            InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => num_stages.max(1),
+        }
+    }
+}
+
 impl FamilyRules for TritonRules {
     fn id(&self) -> Family {
         Family::Triton
@@ -153,10 +170,12 @@ impl FamilyRules for TritonRules {
         let e = u64::from(problem.in_bytes());
         let paths = Self::paths(problem);
         // An operand staged through registers has one shared-memory buffer whatever num_stages
-        // says; a pipelined one has num_stages.
+        // says.
         let buffers = |path: LoadPath| match path {
             LoadPath::Registers => 1,
-            LoadPath::CpAsync | LoadPath::Tma => u64::from(c.stages.max(1)),
+            LoadPath::CpAsync | LoadPath::Tma => {
+                u64::from(Self::pipelined_buffers(c.stages, c.mma))
+            }
         };
         let pipeline = (buffers(paths.a) * u64::from(c.block_m)
             + buffers(paths.b) * u64::from(c.block_n))
@@ -311,5 +330,51 @@ impl FamilyRules for TritonRules {
             mma: layout.mma,
             swap_ab: false,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::family::Family;
+    use crate::template::MatmulTemplate;
+    use carver_arch::HardwareDb;
+
+    /// The dynamic shared memory Nsight Compute read for 16-row Triton tiles of a 16 x 12288 x
+    /// 4096 fp16 GEMM on the H200 (`benches/triton/runs/h200-2026-11-28-ncu-decode`): `mma.sync`
+    /// tiles hold one stage buffer fewer than `num_stages`.
+    #[test]
+    fn mma_sync_tiles_hold_one_stage_buffer_fewer_than_num_stages() {
+        let db = HardwareDb::embedded().unwrap();
+        let h200 = db.get("h200").unwrap();
+        let p = MatmulTemplate::new(16, 12288, 4096)
+            .with_dtype(DType::F16)
+            .with_family(Family::Triton)
+            .validate(h200)
+            .unwrap();
+        // (BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages, bytes measured)
+        let measured = [
+            (32, 64, 4, 5, 24_576),
+            (32, 128, 4, 5, 49_152),
+            (32, 256, 4, 4, 73_728),
+            (64, 64, 4, 5, 40_960),
+            (64, 256, 4, 3, 81_920),
+            (128, 64, 4, 4, 55_296),
+            (256, 128, 4, 3, 139_264),
+        ];
+        for (block_n, block_k, warps, stages, bytes) in measured {
+            let config = serde_json::json!({
+                "kwargs": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": block_n, "BLOCK_SIZE_K": block_k},
+                "num_warps": warps,
+                "num_stages": stages,
+            });
+            let tile = TritonRules.parse_native(&config, &p, h200).unwrap();
+            assert_eq!(tile.mma, InstructionFamily::MmaSync);
+            assert_eq!(
+                TritonRules.resources(&tile, &p).smem_bytes,
+                bytes,
+                "{config}"
+            );
+        }
     }
 }

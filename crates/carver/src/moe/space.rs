@@ -10,6 +10,7 @@ use crate::family::Resources;
 use crate::family::{ConfigError, Family, FamilyRules, TritonRules, compute_layout};
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
+use carver_arch::InstructionFamily;
 
 /// vLLM's tuner's axes (benchmark_moe.py, `get_configs_compute_bound`, non-ROCm).
 pub const BLOCK_M: [u32; 5] = [16, 32, 64, 128, 256];
@@ -54,12 +55,26 @@ impl MoeConfig {
             && NUM_STAGES.contains(&self.num_stages)
     }
 
-    /// Shared memory Triton's pipeliner allocates: `num_stages` buffers of an A and a B tile.
+    /// Shared memory of `num_stages` buffers of an A and a B tile: what vLLM's tuner space is
+    /// filtered by here (`carver.moe_kernel.tuner_space`, the harness's legal space). Triton
+    /// allocates less for `mma.sync` tiles ([`MoeConfig::allocated_smem_bytes`]).
     pub fn smem_bytes(&self, p: &MoeProblem) -> u64 {
-        u64::from(self.num_stages)
-            * (u64::from(self.block_m) + u64::from(self.block_n))
+        u64::from(self.num_stages) * self.stage_bytes(p)
+    }
+
+    /// One stage's A and W tiles.
+    fn stage_bytes(&self, p: &MoeProblem) -> u64 {
+        (u64::from(self.block_m) + u64::from(self.block_n))
             * u64::from(self.effective_block_k(p))
             * u64::from(p.dtype.input().bytes())
+    }
+
+    /// Shared memory Triton allocates for the loop when it runs on `mma`
+    /// ([`TritonRules::pipelined_buffers`]), which sets how many blocks share an SM. The tuner
+    /// space is still filtered by [`MoeConfig::smem_bytes`], as vLLM's tuner and the harness
+    /// filter it.
+    pub(crate) fn allocated_smem_bytes(&self, p: &MoeProblem, mma: InstructionFamily) -> u64 {
+        u64::from(TritonRules::pipelined_buffers(self.num_stages, mma)) * self.stage_bytes(p)
     }
 }
 
@@ -159,7 +174,7 @@ pub(crate) fn resources_of(
     let regs = registers_per_thread(tile, gemm, p);
     let per_block_cap = arch.registers.per_block / tile.threads().max(1);
     Resources {
-        smem_bytes: c.smem_bytes(p),
+        smem_bytes: c.allocated_smem_bytes(p, tile.mma),
         registers_per_thread: regs.min(arch.registers.per_thread_max).min(per_block_cap),
     }
 }
@@ -256,6 +271,49 @@ mod tests {
     use super::*;
     use crate::moe::{MoeDtype, MoeTemplate};
     use carver_arch::HardwareDb;
+
+    /// The dynamic shared memory Nsight Compute read for fused-MoE configs on the H200
+    /// (`benches/moe/runs/h200-2026-11-29-probe-*`): `num_stages - 1` stage buffers for
+    /// `mma.sync` tiles, `num_stages` for `wgmma` tiles (64 rows or more, warps in fours).
+    #[test]
+    fn blocks_hold_the_stage_buffers_triton_allocates() {
+        let db = HardwareDb::embedded().unwrap();
+        let h200 = db.get("h200").unwrap();
+        // (dtype, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages, bytes)
+        let measured = [
+            (MoeDtype::Bf16, 16, 32, 64, 4, 3, 12_288),
+            (MoeDtype::Bf16, 16, 32, 128, 4, 2, 12_288),
+            (MoeDtype::Bf16, 16, 32, 128, 4, 5, 49_152),
+            (MoeDtype::Bf16, 32, 128, 64, 4, 3, 40_960),
+            (MoeDtype::Bf16, 64, 64, 64, 4, 3, 49_152),
+            (MoeDtype::Bf16, 64, 64, 128, 4, 4, 131_072),
+            (MoeDtype::Bf16, 64, 128, 64, 8, 3, 73_728),
+            (MoeDtype::Bf16, 64, 256, 64, 4, 5, 204_800),
+            (MoeDtype::Bf16, 64, 256, 64, 8, 4, 163_840),
+            (MoeDtype::Fp8W8a8, 16, 64, 128, 4, 4, 30_720),
+            (MoeDtype::Fp8W8a8, 16, 128, 128, 4, 5, 73_728),
+            (MoeDtype::Fp8W8a8, 64, 128, 256, 4, 4, 196_608),
+            (MoeDtype::Fp8W8a8, 128, 128, 128, 8, 3, 98_304),
+            (MoeDtype::Fp8W8a8, 256, 128, 128, 8, 4, 196_608),
+        ];
+        for (dtype, block_m, block_n, block_k, num_warps, num_stages, bytes) in measured {
+            let p = MoeTemplate::new(128, 8, 2048, 768)
+                .with_dtype(dtype)
+                .validate(h200)
+                .unwrap();
+            let c = MoeConfig {
+                block_m,
+                block_n,
+                block_k,
+                group_m: 1,
+                num_warps,
+                num_stages,
+            };
+            let tile = tile_of(&c, &p.gate_up, &p, h200).unwrap();
+            let res = resources_of(&c, &tile, &p.gate_up, &p, h200);
+            assert_eq!(res.smem_bytes, bytes, "{c:?} {dtype:?}");
+        }
+    }
 
     /// Scale loads a thread issues per K step in the main loop of Triton 3.6's sm_90 binary of
     /// the block-scaled fused-MoE kernel (counted in its SASS), against three registers each.
