@@ -106,7 +106,9 @@ def check_config(cfg, where="config"):
 
 
 def smem_bytes(cfg, elem_bytes=2):
-    """Shared memory the kernel's software pipeline holds: one A and one W tile per stage."""
+    """Shared memory of `num_stages` A and W tiles: the filter of the tuner space (as
+    `MoeConfig::smem_bytes` in Rust). Triton 3.6 allocates one stage fewer for tiles that run on
+    `mma.sync` (fewer than 64 rows), which the model prices for occupancy."""
     return cfg["num_stages"] * (cfg["BLOCK_SIZE_M"] + cfg["BLOCK_SIZE_N"]) * cfg["BLOCK_SIZE_K"] * elem_bytes
 
 
