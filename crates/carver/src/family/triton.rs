@@ -8,7 +8,7 @@ use super::{
     SplitKReduction, WarpLayout, accumulator_registers, field_u32, leading_dims_divisible,
     staged_elements_per_operand,
 };
-use super::{compute_layout, native_object};
+use super::{native_object, pick_mma, wgmma_warps};
 use crate::dtype::DType;
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
@@ -59,7 +59,7 @@ impl TritonRules {
         LoadPaths::where_aligned(a, b, LoadPath::CpAsync)
     }
 
-    fn layout(
+    pub(crate) fn layout(
         &self,
         block_m: u32,
         block_n: u32,
@@ -69,8 +69,41 @@ impl TritonRules {
     ) -> Option<WarpLayout> {
         // Triton on sm_90 emits wgmma (MMAv3) when a warpgroup can own 64 rows.
         let wgmma_ok = block_m >= 64 && warps % 4 == 0 && block_n >= 16;
-        compute_layout(block_m, block_n, warps, wgmma_ok, problem, arch)
+        let mma = pick_mma(arch, problem, wgmma_ok)?;
+        let (warps_m, warps_n) = match mma {
+            InstructionFamily::Wgmma => wgmma_warps(block_m, warps),
+            _ => mma_sync_warps(block_m, block_n, warps),
+        };
+        (warps_m.checked_mul(warps_n) == Some(warps)).then_some(WarpLayout {
+            warps_m,
+            warps_n,
+            producer_warps: 0,
+            mma,
+            swap_ab: false,
+        })
     }
+}
+
+/// Triton 3.6's arrangement of `warps` over a `block_m` x `block_n` tile on `mma.sync`
+/// (`warpsPerTileV2`, AccelerateMatmul): each doubling goes to the dimension with more 16 x 8
+/// instruction tiles left per warp, M on ties, and once every warp has one instruction tile the
+/// rest go along M, repeating its rows. The TTGIR Triton 3.6 compiles for sm_90 arranges 16 x 32
+/// with 8 warps as 2 x 4, 32 x 64 with 4 as 1 x 4 and 16 x 128 with 8 as 1 x 8
+/// (`mma_sync_warps_follow_triton`).
+pub(crate) fn mma_sync_warps(block_m: u32, block_n: u32, warps: u32) -> (u32, u32) {
+    let (mut tiles_m, mut tiles_n) = (block_m.div_ceil(16).max(1), block_n.div_ceil(8).max(1));
+    let (mut warps_m, mut warps_n) = (1u32, 1u32);
+    // Saturating: a parsed (untrusted) config may name billions of warps.
+    while warps_m.saturating_mul(warps_n) < warps {
+        if tiles_m >= tiles_n {
+            warps_m = warps_m.saturating_mul(2);
+            tiles_m = (tiles_m / 2).max(1);
+        } else {
+            warps_n = warps_n.saturating_mul(2);
+            tiles_n /= 2;
+        }
+    }
+    (warps_m, warps_n)
 }
 
 impl TritonRules {
@@ -339,6 +372,32 @@ mod tests {
     use crate::family::Family;
     use crate::template::MatmulTemplate;
     use carver_arch::HardwareDb;
+
+    /// The `warpsPerCTA` of the `mma.sync` layouts in the TTGIR Triton 3.6 compiles for sm_90
+    /// (the fused-MoE kernel, compiled without a GPU).
+    #[test]
+    fn mma_sync_warps_follow_triton() {
+        // (BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps, warpsPerCTA)
+        let compiled = [
+            (16, 32, 8, (2, 4)),
+            (16, 64, 4, (1, 4)),
+            (16, 128, 8, (1, 8)),
+            (32, 32, 4, (2, 2)),
+            (32, 64, 4, (1, 4)),
+            (32, 64, 8, (2, 4)),
+            (32, 128, 4, (1, 4)),
+            (32, 256, 4, (1, 4)),
+        ];
+        for (block_m, block_n, warps, layout) in compiled {
+            assert_eq!(
+                mma_sync_warps(block_m, block_n, warps),
+                layout,
+                "{block_m} x {block_n}, {warps} warps"
+            );
+        }
+        // Untrusted sizes end the search instead of overflowing.
+        assert_eq!(mma_sync_warps(16, 16, u32::MAX).0, 1 << 31);
+    }
 
     /// The dynamic shared memory Nsight Compute read for 16-row Triton tiles of a 16 x 12288 x
     /// 4096 fp16 GEMM on the H200 (`benches/triton/runs/h200-2026-11-28-ncu-decode`): `mma.sync`

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::template::MoeProblem;
 use crate::family::Resources;
-use crate::family::{ConfigError, Family, FamilyRules, TritonRules, compute_layout};
+use crate::family::{ConfigError, Family, FamilyRules, TritonRules};
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
 use carver_arch::InstructionFamily;
@@ -122,25 +122,15 @@ pub fn check_moe_config(c: &MoeConfig, p: &MoeProblem, arch: &Arch) -> Result<()
     Ok(())
 }
 
-/// The configuration in the dense model's terms, for `gemm` (its warp layout follows Triton's:
-/// wgmma warpgroups when a warpgroup can own 64 rows, else mma.sync).
+/// The configuration in the dense model's terms, for `gemm`, with the warp layout Triton gives
+/// it (`TritonRules::layout`: wgmma warpgroups when a warpgroup can own 64 rows, else mma.sync).
 pub(crate) fn tile_of(
     c: &MoeConfig,
     gemm: &Problem,
     p: &MoeProblem,
     arch: &Arch,
 ) -> Option<TileConfig> {
-    let wgmma_ok = c.block_m >= 64 && c.num_warps % 4 == 0;
-    let layout = compute_layout(c.block_m, c.block_n, c.num_warps, wgmma_ok, gemm, arch)
-        // A tile too small for the warps: Triton still runs it, the extra warps share the work.
-        .or_else(|| compute_layout(c.block_m, c.block_n, c.num_warps, false, gemm, arch))
-        .or_else(|| {
-            let l = compute_layout(c.block_m, c.block_n, 4, false, gemm, arch)?;
-            Some(crate::family::WarpLayout {
-                warps_m: l.warps_m * (c.num_warps / 4),
-                ..l
-            })
-        })?;
+    let layout = TritonRules.layout(c.block_m, c.block_n, c.num_warps, gemm, arch)?;
     Some(TileConfig {
         block_m: c.block_m,
         block_n: c.block_n,
