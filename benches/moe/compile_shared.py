@@ -6,7 +6,8 @@ Triton's own compiler (ptxas ships in the Triton wheel) and prints, per config, 
 bytes of the binary over the bytes of one A and one W tile: the number of pipeline buffers
 Triton keeps: num_stages with wgmma, num_stages - 1 with mma.sync, as
 `benches/triton/compiled_resources.py` found for the dense kernel (docs/RESULTS.md, the ninth
-held-out dense set). carver's model still prices num_stages for both (see there why).
+held-out dense set). carver's model prices the same since the twenty-sixth session
+(`TritonRules::pipelined_buffers`; docs/RESULTS.md, "Triton's stage buffers").
 
     python3 benches/moe/compile_shared.py --capability 90
     python3 benches/moe/compile_shared.py --capability 80
