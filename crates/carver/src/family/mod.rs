@@ -511,13 +511,38 @@ pub(crate) fn compute_layout(
     problem: &Problem,
     arch: &Arch,
 ) -> Option<WarpLayout> {
+    layout_with(
+        block_m,
+        block_n,
+        warps,
+        wgmma_ok,
+        problem,
+        arch,
+        mma_sync_warps,
+    )
+}
+
+/// How a family's compiler arranges `warps` over a `block_m` x `block_n` tile on `mma.sync`:
+/// `(warps_m, warps_n)`.
+pub(crate) type MmaSyncArrangement = fn(block_m: u32, block_n: u32, warps: u32) -> (u32, u32);
+
+/// [`compute_layout`] with a family's own `mma.sync` arrangement.
+pub(crate) fn layout_with(
+    block_m: u32,
+    block_n: u32,
+    warps: u32,
+    wgmma_ok: bool,
+    problem: &Problem,
+    arch: &Arch,
+    mma_sync: MmaSyncArrangement,
+) -> Option<WarpLayout> {
     if warps == 0 {
         return None;
     }
     let mma = pick_mma(arch, problem, wgmma_ok)?;
     let (warps_m, warps_n) = match mma {
         InstructionFamily::Wgmma => wgmma_warps(block_m, warps),
-        _ => mma_sync_warps(block_m, block_n, warps),
+        _ => mma_sync(block_m, block_n, warps),
     };
     (warps_m.checked_mul(warps_n) == Some(warps)).then_some(WarpLayout {
         warps_m,

@@ -8,7 +8,7 @@ use super::{
     SplitKReduction, WarpLayout, accumulator_registers, field_u32, leading_dims_divisible,
     staged_elements_per_operand,
 };
-use super::{native_object, pick_mma, wgmma_warps};
+use super::{layout_with, native_object};
 use crate::dtype::DType;
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
@@ -69,18 +69,15 @@ impl TritonRules {
     ) -> Option<WarpLayout> {
         // Triton on sm_90 emits wgmma (MMAv3) when a warpgroup can own 64 rows.
         let wgmma_ok = block_m >= 64 && warps % 4 == 0 && block_n >= 16;
-        let mma = pick_mma(arch, problem, wgmma_ok)?;
-        let (warps_m, warps_n) = match mma {
-            InstructionFamily::Wgmma => wgmma_warps(block_m, warps),
-            _ => mma_sync_warps(block_m, block_n, warps),
-        };
-        (warps_m.checked_mul(warps_n) == Some(warps)).then_some(WarpLayout {
-            warps_m,
-            warps_n,
-            producer_warps: 0,
-            mma,
-            swap_ab: false,
-        })
+        layout_with(
+            block_m,
+            block_n,
+            warps,
+            wgmma_ok,
+            problem,
+            arch,
+            triton_mma_sync_warps,
+        )
     }
 }
 
@@ -90,7 +87,7 @@ impl TritonRules {
 /// rest go along M, repeating its rows. The TTGIR Triton 3.6 compiles for sm_90 arranges 16 x 32
 /// with 8 warps as 2 x 4, 32 x 64 with 4 as 1 x 4 and 16 x 128 with 8 as 1 x 8
 /// (`mma_sync_warps_follow_triton`).
-pub(crate) fn mma_sync_warps(block_m: u32, block_n: u32, warps: u32) -> (u32, u32) {
+pub(crate) fn triton_mma_sync_warps(block_m: u32, block_n: u32, warps: u32) -> (u32, u32) {
     let (mut tiles_m, mut tiles_n) = (block_m.div_ceil(16).max(1), block_n.div_ceil(8).max(1));
     let (mut warps_m, mut warps_n) = (1u32, 1u32);
     // Saturating: a parsed (untrusted) config may name billions of warps.
@@ -390,13 +387,13 @@ mod tests {
         ];
         for (block_m, block_n, warps, layout) in compiled {
             assert_eq!(
-                mma_sync_warps(block_m, block_n, warps),
+                triton_mma_sync_warps(block_m, block_n, warps),
                 layout,
                 "{block_m} x {block_n}, {warps} warps"
             );
         }
         // Untrusted sizes end the search instead of overflowing.
-        assert_eq!(mma_sync_warps(16, 16, u32::MAX).0, 1 << 31);
+        assert_eq!(triton_mma_sync_warps(16, 16, u32::MAX).0, 1 << 31);
     }
 
     /// The dynamic shared memory Nsight Compute read for 16-row Triton tiles of a 16 x 12288 x
