@@ -11,14 +11,12 @@ held-out dense set). carver's model prices the same since the twenty-sixth sessi
 
     python3 benches/moe/compile_shared.py --capability 90
     python3 benches/moe/compile_shared.py --capability 80
+
+Needs Triton and the carver wheel installed (the kernel is `carver._moe_triton`'s).
 """
 
 import argparse
-import os
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "crates", "carver-py", "python"))
 
 CONSTEXPR = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "QUANT", "GROUP_N", "GROUP_K",
              "stride_ak", "stride_wk", "stride_cn")
