@@ -500,34 +500,14 @@ pub(crate) fn native_object<const N: usize>(
     )
 }
 
-/// The usual arrangement of `warps` compute warps over a block: wgmma warpgroups when the arch has
-/// wgmma and `wgmma_ok` (the family can issue it for this tile), else `mma.sync` warps; `None`
-/// when the warps cannot tile the block.
-pub(crate) fn compute_layout(
-    block_m: u32,
-    block_n: u32,
-    warps: u32,
-    wgmma_ok: bool,
-    problem: &Problem,
-    arch: &Arch,
-) -> Option<WarpLayout> {
-    layout_with(
-        block_m,
-        block_n,
-        warps,
-        wgmma_ok,
-        problem,
-        arch,
-        mma_sync_warps,
-    )
-}
-
 /// How a family's compiler arranges `warps` over a `block_m` x `block_n` tile on `mma.sync`:
 /// `(warps_m, warps_n)`.
 pub(crate) type MmaSyncArrangement = fn(block_m: u32, block_n: u32, warps: u32) -> (u32, u32);
 
-/// [`compute_layout`] with a family's own `mma.sync` arrangement.
-pub(crate) fn layout_with(
+/// The arrangement of `warps` compute warps over a block: wgmma warpgroups when the arch has
+/// wgmma and `wgmma_ok` (the family can issue it for this tile), else `mma.sync` warps as the
+/// family's compiler arranges them (`mma_sync`); `None` when the warps cannot tile the block.
+pub(crate) fn compute_layout(
     block_m: u32,
     block_n: u32,
     warps: u32,

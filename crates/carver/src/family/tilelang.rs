@@ -7,7 +7,7 @@ use super::{
     ConfigError, Family, FamilyRules, LoadPaths, ProblemRejected, Resources, SplitKReduction,
     WarpLayout, accumulator_registers, field_u32,
 };
-use super::{compute_layout, native_object, tma_or_cp_async};
+use super::{compute_layout, mma_sync_warps, native_object, tma_or_cp_async};
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
 
@@ -36,6 +36,7 @@ impl TileLangRules {
             block_m % 64 == 0,
             problem,
             arch,
+            mma_sync_warps,
         )
     }
 }

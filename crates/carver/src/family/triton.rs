@@ -8,7 +8,7 @@ use super::{
     SplitKReduction, WarpLayout, accumulator_registers, field_u32, leading_dims_divisible,
     staged_elements_per_operand,
 };
-use super::{layout_with, native_object};
+use super::{compute_layout, native_object};
 use crate::dtype::DType;
 use crate::problem::Problem;
 use crate::tile::{Raster, RasterOrder, TileConfig};
@@ -69,7 +69,7 @@ impl TritonRules {
     ) -> Option<WarpLayout> {
         // Triton on sm_90 emits wgmma (MMAv3) when a warpgroup can own 64 rows.
         let wgmma_ok = block_m >= 64 && warps % 4 == 0 && block_n >= 16;
-        layout_with(
+        compute_layout(
             block_m,
             block_n,
             warps,
@@ -78,6 +78,21 @@ impl TritonRules {
             arch,
             triton_mma_sync_warps,
         )
+    }
+
+    /// Shared-memory buffers Triton 3.6's software pipeliner allocates for an operand loaded
+    /// `num_stages` deep into a tile that runs on `mma`: the `num_stages - 1` stages loaded ahead
+    /// of the one the tensor instruction reads, and that one too where the instruction reads
+    /// shared memory asynchronously (`wgmma`, `tcgen05`), so that the next load cannot
+    /// overwrite it. Nsight Compute on the H200 read the dynamic shared memory of 14 dense
+    /// 16-row configs (`benches/triton/runs/h200-2026-11-28-ncu-decode`) and of 20 fused-MoE
+    /// configs (`benches/moe/runs/h200-2026-11-29-probe-*`) exactly so (docs/RESULTS.md,
+    /// "Triton's stage buffers").
+    pub(crate) fn pipelined_buffers(num_stages: u32, mma: InstructionFamily) -> u32 {
+        match mma {
+            InstructionFamily::MmaSync => num_stages.saturating_sub(1).max(1),
+            InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => num_stages.max(1),
+        }
     }
 }
 
@@ -101,23 +116,6 @@ pub(crate) fn triton_mma_sync_warps(block_m: u32, block_n: u32, warps: u32) -> (
         }
     }
     (warps_m, warps_n)
-}
-
-impl TritonRules {
-    /// Shared-memory buffers Triton 3.6's software pipeliner allocates for an operand loaded
-    /// `num_stages` deep into a tile that runs on `mma`: the `num_stages - 1` stages loaded ahead
-    /// of the one the tensor instruction reads, and that one too where the instruction reads
-    /// shared memory asynchronously (`wgmma`, `tcgen05`), so that the next load cannot
-    /// overwrite it. Nsight Compute on the H200 read the dynamic shared memory of 14 dense
-    /// 16-row configs (`benches/triton/runs/h200-2026-11-28-ncu-decode`) and of 20 fused-MoE
-    /// configs (`benches/moe/runs/h200-2026-11-29-probe-*`) exactly so (docs/RESULTS.md,
-    /// "Triton's stage buffers").
-    pub(crate) fn pipelined_buffers(num_stages: u32, mma: InstructionFamily) -> u32 {
-        match mma {
-            InstructionFamily::MmaSync => num_stages.saturating_sub(1).max(1),
-            InstructionFamily::Wgmma | InstructionFamily::Tcgen05 => num_stages.max(1),
-        }
-    }
 }
 
 impl FamilyRules for TritonRules {
